@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/* vCPU lifetime: creation from a (narrowed) model, reset, logging. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bits.h"
+#include "msr-index.h"
+#include "pmu.h"
+
+VPMU_PRINTF(5, 0)
+static void log_va(vpmu_log_fn fn, void *data, enum vpmu_log_level max,
+		   enum vpmu_log_level level, const char *fmt, va_list ap)
+{
+	char buf[256];
+
+	if (!fn || level > max)
+		return;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	fn(data, level, buf);
+}
+
+void vpmu_logf(const struct vpmu_vcpu *vcpu, enum vpmu_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_va(vcpu->log, vcpu->log_data, vcpu->log_level, level, fmt, ap);
+	va_end(ap);
+}
+
+VPMU_PRINTF(3, 4)
+static void cfg_logf(const struct vpmu_config *cfg, enum vpmu_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_va(cfg->log, cfg->log_data, cfg->log_level, level, fmt, ap);
+	va_end(ap);
+}
+
+void vpmu_config_init(struct vpmu_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+	cfg->model = "Skylake-Server";
+	cfg->nr_gp = -1;
+	cfg->nr_fixed = -1;
+	cfg->log_level = VPMU_LOG_INFO;
+}
+
+int vpmu_vcpu_new(const struct vpmu_config *cfg, struct vpmu_vcpu **ret_vcpu)
+{
+	const struct vpmu_model *base;
+	struct vpmu_vcpu *vcpu;
+	const char *why = NULL;
+	int r;
+
+	if (!cfg || !ret_vcpu || cfg->size != sizeof(*cfg))
+		return -EINVAL;
+	base = model_lookup(cfg->model);
+	if (!base) {
+		cfg_logf(cfg, VPMU_LOG_ERR, "unknown guest CPU model '%s'",
+			 cfg->model ? cfg->model : "(null)");
+		return -ENOENT;
+	}
+	vcpu = calloc(1, sizeof(*vcpu));
+	if (!vcpu)
+		return -ENOMEM;
+	r = model_narrow(base, cfg, &vcpu->model, &why);
+	if (r < 0) {
+		cfg_logf(cfg, VPMU_LOG_ERR, "model %s: %s", base->name, why);
+		free(vcpu);
+		return r;
+	}
+	model_derive(&vcpu->model, &vcpu->mask);
+	msr_counts_init(vcpu);
+	vcpu->log = cfg->log;
+	vcpu->log_data = cfg->log_data;
+	vcpu->log_level = cfg->log_level;
+	vpmu_vcpu_reset(vcpu, VPMU_RESET_POWER_ON);
+	*ret_vcpu = vcpu;
+	return 0;
+}
+
+void vpmu_vcpu_free(struct vpmu_vcpu *vcpu)
+{
+	free(vcpu);
+}
+
+const char *vpmu_vcpu_model(const struct vpmu_vcpu *vcpu)
+{
+	return vcpu->model.name;
+}
+
+void vpmu_vcpu_reset(struct vpmu_vcpu *vcpu, enum vpmu_reset_kind kind)
+{
+	if (kind == VPMU_RESET_INIT) {
+		/*
+		 * INIT leaves MSRs alone but disables the DS mechanism
+		 * (SDM §20.4.9 notes, seed 004): BTS/TR and PEBS off.
+		 */
+		vcpu->debugctl &= ~(DEBUGCTLMSR_TR | DEBUGCTLMSR_BTS | DEBUGCTLMSR_BTINT);
+		vcpu->pebs_enable = 0;
+		vcpu->pebs_index &= ~ARCH_PEBS_INDEX_EN;
+		return;
+	}
+	/*
+	 * Power-on: counters are undefined after RESET (§22.6.2 note); vpmu
+	 * picks 0 so guests are deterministic. Everything else resets to 0
+	 * except GLOBAL_CTRL, whose GP enable bits are set at RESET for v1
+	 * software (SDM Vol. 3B §21.2.2; KVM does the same).
+	 */
+	memset(vcpu->gp, 0, sizeof(vcpu->gp));
+	memset(vcpu->fixed, 0, sizeof(vcpu->fixed));
+	vcpu->fixed_ctrl = 0;
+	vcpu->global_ctrl = vcpu->model.version >= 2 ? vcpu->mask.gp : 0;
+	vcpu->global_status = 0;
+	vcpu->perf_metrics = 0;
+	vcpu->debugctl = 0;
+	vcpu->pebs_enable = 0;
+	vcpu->data_cfg = 0;
+	vcpu->ld_lat = 0;
+	vcpu->frontend = 0;
+	vcpu->offcore_rsp[0] = vcpu->offcore_rsp[1] = 0;
+	vcpu->ds_area = 0;
+	vcpu->pebs_base = 0;
+	vcpu->pebs_index = 0;
+	vcpu->lbr_select = 0;
+	vcpu->lbr_tos = 0;
+	memset(vcpu->lbr_from, 0, sizeof(vcpu->lbr_from));
+	memset(vcpu->lbr_to, 0, sizeof(vcpu->lbr_to));
+	memset(vcpu->lbr_info, 0, sizeof(vcpu->lbr_info));
+}
