@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The MSR accesses of a Linux guest's perf PMI handler (intel_pmu_handle_irq
+ * The PMU accesses of a Linux guest's perf PMI handler (intel_pmu_handle_irq
  * with one sampling counter): read GLOBAL_STATUS, disable GLOBAL_CTRL,
- * reset the status bits, read and re-arm the counter, re-enable. Prints
+ * reset the status bits, read the counter (RDPMC, as x86_perf_event_update
+ * does), re-arm it, re-enable. Prints
  * ns per access for vpmu and for a raw array store of the same sequence
  * measured in the same run, and their ratio (target: <= 2).
  *
@@ -19,7 +20,7 @@
 
 #define ROUNDS 2000000
 
-enum { RD, WR };
+enum { RD, WR, PMC };
 static const struct access {
 	int op;
 	uint32_t msr;
@@ -28,7 +29,7 @@ static const struct access {
 	{ RD, 0x38e, 0 },			/* GLOBAL_STATUS */
 	{ WR, 0x38f, 0 },			/* GLOBAL_CTRL = 0 */
 	{ WR, 0x390, 1 },			/* STATUS_RESET PMC0 */
-	{ RD, 0xc1, 0 },			/* PMC0 (count update) */
+	{ PMC, 0, 0 },				/* RDPMC 0 (count update) */
 	{ WR, 0x4c1, 0xffffffff0000ULL },	/* re-arm: -period */
 	{ WR, 0x38f, 0x70000000fULL },		/* GLOBAL_CTRL on */
 };
@@ -55,6 +56,9 @@ static double run_vpmu(struct vpmu_vcpu *v)
 
 			if (seq[i].op == RD) {
 				vpmu_msr_read(v, seq[i].msr, &val);
+				acc += val;
+			} else if (seq[i].op == PMC) {
+				vpmu_rdpmc(v, seq[i].msr, &val);
 				acc += val;
 			} else {
 				vpmu_msr_write(v, seq[i].msr, seq[i].value);
@@ -94,7 +98,7 @@ static double run_array(struct array_regs *a)
 		for (unsigned int i = 0; i < SEQ_LEN; i++) {
 			uint64_t val;
 
-			if (seq[i].op == RD) {
+			if (seq[i].op != WR) {
 				array_read(a, seq[i].msr, &val);
 				acc += val;
 			} else {
@@ -112,7 +116,7 @@ static double run_inline(volatile uint64_t *regs)
 
 	for (unsigned int r = 0; r < ROUNDS; r++)
 		for (unsigned int i = 0; i < SEQ_LEN; i++) {
-			if (seq[i].op == RD)
+			if (seq[i].op != WR)
 				acc += regs[seq[i].msr & 0x7ff];
 			else
 				regs[seq[i].msr & 0x7ff] = seq[i].value;
@@ -131,10 +135,14 @@ int main(void)
 
 	vpmu_config_init(&cfg);
 	cfg.model = "Skylake-Server";
+	cfg.backend = VPMU_BACKEND_EXACT;
 	if (vpmu_vcpu_new(&cfg, &v) < 0) {
 		fprintf(stderr, "bench-msr: cannot create a Skylake-Server vCPU\n");
 		return 1;
 	}
+	/* a sampling counter, as perf record programs it */
+	vpmu_msr_write(v, 0x186, 0x5300c0);
+	vpmu_vcpu_sync(v);
 	/* best of 5, interleaved so both see the same machine state */
 	for (int i = 0; i < 5; i++) {
 		double a = run_array(&arr), b = run_vpmu(v), c = run_inline(regs);

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target: arbitrary guest RDMSR/WRMSR/RDPMC/CPUID sequences
+ * libFuzzer target: arbitrary guest RDMSR/WRMSR/RDPMC/CPUID sequences,
+ * interleaved with counting (exact-backend feeds), syncs and resets,
  * against every model and narrowing. Besides the sanitizers it checks the
  * contract: only the documented error codes, an MSR is readable iff it is
  * listed, a refused write changes nothing, and no register ever holds a
  * bit its model does not have.
  *
- * Input: [model][flags][nr_gp][nr_fixed] then 10-byte ops
+ * Input: [model][flags][nr_gp][nr_fixed][version] then 10-byte ops
  *        [op][sel][value: 8 bytes little-endian].
  */
 #include <errno.h>
@@ -17,6 +18,18 @@
 #include "pmu.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static unsigned int pmis;
+
+static void on_pmi(void *data, struct vpmu_vcpu *vcpu)
+{
+	struct vpmu_stats st;
+
+	pmis++;
+	/* what a PMI handler may call back */
+	vpmu_pmi_delivered(vcpu);
+	(void)vpmu_stats_read(vcpu, &st);
+}
 
 #define CHECK(c)			\
 	do {				\
@@ -59,19 +72,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct vpmu_vcpu *v;
 	size_t n;
 
-	if (size < 4)
+	if (size < 5)
 		return 0;
 	vpmu_config_init(&cfg);
 	cfg.model = vpmu_model_name(data[0] % vpmu_model_count());
 	cfg.flags = data[1] & 7;
 	cfg.nr_gp = (int)(data[2] % 10) - 1;
 	cfg.nr_fixed = (int)(data[3] % 6) - 1;
+	cfg.version = (int)(data[4] % 8) - 1;
+	cfg.backend = data[1] & 8 ? VPMU_BACKEND_NONE : VPMU_BACKEND_EXACT;
+	cfg.pmi = on_pmi;
 	if (vpmu_vcpu_new(&cfg, &v) < 0)
 		return 0;
 	n = vpmu_msr_list(v, msrs, 512);
 	CHECK(n <= 512);
-	data += 4;
-	size -= 4;
+	data += 5;
+	size -= 5;
 
 	for (; size >= 10; data += 10, size -= 10) {
 		uint64_t val, before = 0, after = 0;
@@ -85,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		else
 			msr = (uint32_t)(val >> 32) % 0x2000;
 
-		switch (data[0] % 8) {
+		switch (data[0] % 11) {
 		case 0:
 		case 1:
 			r = vpmu_msr_read(v, msr, &val);
@@ -118,6 +134,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 7:
 			vpmu_vcpu_reset(v, data[1] & 1 ? VPMU_RESET_INIT : VPMU_RESET_POWER_ON);
 			break;
+		case 8: {
+			/* a run of instructions; big values cross overflows */
+			struct vpmu_exact_counts c = {
+				.instructions = val >> (data[1] & 63),
+				.cycles = val >> (data[1] & 31),
+				.ref_cycles = val & 0xffffff,
+				.branches = (val >> 8) & 0xffff,
+				.cond_branches = (val >> 8) & 0xff,
+				.cond_taken = (val >> 8) & 0xf,
+				.near_calls = val & 0xf,
+				.loads = val & 0xff,
+				.mem_insts = val & 0x1ff,
+				.cpl = data[1] & 3,
+			};
+			uint64_t head = vpmu_exact_headroom(v);
+
+			r = vpmu_exact_feed(v, &c);
+			CHECK(r == 0 || (r == -EOPNOTSUPP && head == UINT64_MAX));
+			break;
+		}
+		case 9:
+			CHECK(vpmu_vcpu_sync(v) == 0);
+			break;
+		case 10: {
+			struct vpmu_stats st;
+
+			CHECK(vpmu_stats_read(v, &st) == 0);
+			CHECK(st.version == VPMU_STATS_VERSION);
+			CHECK(st.pmis_requested >= st.pmis_delivered);
+			break;
+		}
 		}
 		check_invariants(v);
 	}

@@ -35,8 +35,8 @@ static void leaf_0a(const struct vpmu_vcpu *vcpu, struct vpmu_cpuid_entry *e)
 	/* EAX: version, #GP, GP width, length of the EBX event vector */
 	e->eax = m->version | (uint32_t)m->nr_gp << 8 | (uint32_t)m->gp_width << 16 |
 		 (uint32_t)m->arch_events_len << 24;
-	/* EBX: bit set = architectural event NOT available */
-	e->ebx = 0;
+	/* EBX: bit set = architectural event NOT available (to this backend) */
+	e->ebx = (uint32_t)vcpu->unavailable_events;
 	/* ECX: fixed-counter bitmap, perfmon v5+ */
 	e->ecx = m->version >= 5 ? (uint32_t)vcpu->mask.fixed : 0;
 	/* EDX: #contiguous fixed counters, their width, AnyThread deprecation */

@@ -208,6 +208,19 @@ int model_narrow(const struct vpmu_model *base, const struct vpmu_config *cfg,
 		*why = "unknown VPMU_CONFIG_* flag";
 		return -EINVAL;
 	}
+	if (cfg->version != -1 && (cfg->version < 2 || cfg->version > (int)base->version)) {
+		*why = "version must be -1 or between 2 and the model's perfmon version";
+		return -EINVAL;
+	}
+	if (cfg->version > 0 && cfg->version < base->version) {
+		m.version = (uint8_t)cfg->version;
+		/* CPUID 23H, UMASK2 and EQ are perfmon v6 */
+		if (m.version < 6)
+			m.features &= ~(MODEL_F_UMASK2 | MODEL_F_EQ);
+		/* AnyThread deprecation is enumerated from v5 on */
+		if (m.version < 5)
+			m.features &= ~MODEL_F_ANYTHREAD_DEPRECATED;
+	}
 	if (cfg->nr_gp >= 0)
 		m.nr_gp = (uint8_t)cfg->nr_gp;
 	if (cfg->nr_fixed >= 0)
@@ -230,6 +243,15 @@ int model_narrow(const struct vpmu_model *base, const struct vpmu_config *cfg,
 	if (cfg->flags & VPMU_CONFIG_NO_METRICS)
 		m.perf_capabilities &= ~(PERF_CAP_PERF_METRICS | PERF_CAP_RDPMC_METRICS_CLEAR);
 
+	/*
+	 * The counters group (format 6) and architectural PEBS select
+	 * counters through the CPUID 23H bitmaps, which need perfmon v6.
+	 */
+	if ((model_arch_pebs(&m) || (model_legacy_pebs(&m) && model_pebs_fmt(&m) >= 6)) &&
+	    m.version < 6) {
+		*why = "this PEBS format needs perfmon v6 (CPUID 23H): keep the version or add VPMU_CONFIG_NO_PEBS";
+		return -EINVAL;
+	}
 	/* PERF_METRICS is defined against fixed counter 3, TOPDOWN.SLOTS. */
 	if (model_has_metrics(&m) && m.nr_fixed < 4) {
 		*why = "PERF_METRICS needs fixed counter 3: set nr_fixed to 4 or add VPMU_CONFIG_NO_METRICS";

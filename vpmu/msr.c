@@ -146,26 +146,16 @@ static unsigned int kind_count(const struct vpmu_vcpu *vcpu, enum msr_kind kind)
 }
 
 /*
- * MSRs below LUT_END are classified by one table load (the PMI handler
- * path is all in there); the rest by scanning the ranges. Entry: 0 = not
- * a PMU MSR, else (kind << 8 | index) + 1.
+ * MSRs below VPMU_MSR_LUT_END are classified by one load from the vCPU's
+ * own table (the PMI handler's MSRs are all in there); the rest by
+ * scanning the ranges. Entry: 0 = not a PMU MSR, else LUT_PRESENT if this
+ * vCPU has it | kind << 8 | index.
  */
-#define LUT_END 0x700
-static uint16_t lut[LUT_END];
+#define LUT_PRESENT	0x8000u
+#define LUT_PMU		0x4000u
 
-__attribute__((constructor)) static void lut_init(void)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(ranges); i++)
-		for (unsigned int j = 0; j < ranges[i].span; j++) {
-			uint32_t msr = ranges[i].base + j * ranges[i].stride;
-
-			if (msr < LUT_END)
-				lut[msr] = (uint16_t)(((unsigned int)ranges[i].kind << 8 | j) + 1);
-		}
-}
-
-/* MSRs past the table: scan the ranges. Same encoding as lut[]. */
-static __attribute__((noinline)) unsigned int lookup_slow(uint32_t msr)
+/* Scan the ranges: LUT_PMU | kind << 8 | index, or 0. */
+static unsigned int lookup_ranges(uint32_t msr)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(ranges); i++) {
 		const struct msr_range *r = &ranges[i];
@@ -176,9 +166,19 @@ static __attribute__((noinline)) unsigned int lookup_slow(uint32_t msr)
 		off = msr - r->base;
 		if (off % r->stride || off / r->stride >= r->span)
 			continue;
-		return ((unsigned int)r->kind << 8 | off / r->stride) + 1;
+		return LUT_PMU | (unsigned int)r->kind << 8 | off / r->stride;
 	}
 	return 0;
+}
+
+static __attribute__((noinline)) unsigned int lookup_slow(const struct vpmu_vcpu *vcpu,
+							   uint32_t msr)
+{
+	unsigned int e = lookup_ranges(msr);
+
+	if (e && (e & 0xff) < vcpu->msr_count[(e >> 8) & 0x3f])
+		e |= LUT_PRESENT;
+	return e;
 }
 
 /* 0 and the kind/index; -ENOENT (not a PMU MSR) or -ENXIO (not on this vCPU). */
@@ -186,19 +186,36 @@ static inline __attribute__((always_inline)) int classify(const struct vpmu_vcpu
 							   uint32_t msr, enum msr_kind *kind,
 							   unsigned int *idx)
 {
-	unsigned int e = msr < LUT_END ? lut[msr] : lookup_slow(msr);
+	unsigned int e;
 
-	if (!e)
-		return -ENOENT;
-	*kind = (enum msr_kind)((e - 1) >> 8);
-	*idx = (e - 1) & 0xff;
-	return *idx < vcpu->msr_count[*kind] ? 0 : -ENXIO;
+	/*
+	 * The PMI handler's registers by arithmetic: no dependent load
+	 * before the dispatch (bench/bench-msr.c measures this path).
+	 */
+	if (msr - MSR_CORE_PERF_FIXED_CTR_CTRL <= MSR_CORE_PERF_GLOBAL_INUSE - MSR_CORE_PERF_FIXED_CTR_CTRL) {
+		*kind = (enum msr_kind)(K_FIXED_CTRL + (msr - MSR_CORE_PERF_FIXED_CTR_CTRL));
+		*idx = 0;
+		return vcpu->msr_count[*kind] ? 0 : -ENXIO;
+	}
+	e = msr < VPMU_MSR_LUT_END ? vcpu->msr_lut[msr] : lookup_slow(vcpu, msr);
+	*kind = (enum msr_kind)((e >> 8) & 0x3f);
+	*idx = e & 0xff;
+	if (e & LUT_PRESENT)
+		return 0;
+	return e ? -ENXIO : -ENOENT;
 }
 
 void msr_counts_init(struct vpmu_vcpu *vcpu)
 {
 	for (unsigned int k = 0; k < K_NR; k++)
 		vcpu->msr_count[k] = (uint8_t)kind_count(vcpu, (enum msr_kind)k);
+	for (uint32_t msr = 0; msr < VPMU_MSR_LUT_END; msr++) {
+		unsigned int e = lookup_ranges(msr);
+
+		if (e && (e & 0xff) < vcpu->msr_count[(e >> 8) & 0x3f])
+			e |= LUT_PRESENT;
+		vcpu->msr_lut[msr] = (uint16_t)e;
+	}
 }
 
 static uint64_t global_inuse(const struct vpmu_vcpu *vcpu)
@@ -231,15 +248,19 @@ int vpmu_msr_read(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t *ret_value)
 	uint64_t v;
 	int r;
 
+	vcpu->stats.msr_reads++;
 	r = classify(vcpu, msr, &kind, &i);
-	if (r < 0)
+	if (r < 0) {
+		if (r == -ENXIO)
+			vcpu->stats.msr_faults++;
 		return r;
+	}
 
 	switch (kind) {
 	case K_PMC:
-	case K_A_PMC:		v = vcpu->gp[i].value; break;
+	case K_A_PMC:		v = counter_read(vcpu, i); break;
 	case K_EVTSEL:		v = vcpu->gp[i].evtsel; break;
-	case K_FIXED_CTR:	v = vcpu->fixed[i].value; break;
+	case K_FIXED_CTR:	v = counter_read(vcpu, 32 + i); break;
 	case K_FIXED_CTRL:	v = vcpu->fixed_ctrl; break;
 	case K_GLOBAL_STATUS:	v = vcpu->global_status; break;
 	case K_GLOBAL_CTRL:	v = vcpu->global_ctrl; break;
@@ -272,6 +293,36 @@ int vpmu_msr_read(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t *ret_value)
 	return 0;
 }
 
+/* GP counters whose event reads the extra MSR at `msr` (its value is in their host event). */
+static void dirty_aux_users(struct vpmu_vcpu *vcpu, uint32_t msr)
+{
+	static const struct { uint32_t msr; uint16_t event; } users[] = {
+		{ MSR_OFFCORE_RSP_0, 0x01b7 },
+		{ MSR_OFFCORE_RSP_1, 0x01bb },
+		{ MSR_PEBS_LD_LAT_THRESHOLD, 0x01cd },
+		{ MSR_PEBS_FRONTEND, 0x01c6 },
+	};
+
+	for (size_t u = 0; u < ARRAY_SIZE(users); u++) {
+		if (users[u].msr != msr)
+			continue;
+		for (unsigned int i = 0; i < vcpu->model.nr_gp; i++)
+			if ((vcpu->gp[i].evtsel & 0xffff) == users[u].event)
+				vcpu->dirty |= BIT_ULL(i);
+	}
+}
+
+/* Counters whose FIXED_CTR_CTRL nibble differs between two values. */
+static uint64_t fixed_ctrl_changes(uint64_t old, uint64_t new)
+{
+	uint64_t diff = old ^ new, mask = 0;
+
+	for (unsigned int i = 0; i < VPMU_MAX_FIXED; i++)
+		if (diff & (GENMASK_ULL(4 * i + 3, 4 * i) | FIXED_CTRL_ADAPTIVE(i)))
+			mask |= BIT_ULL(32 + i);
+	return mask;
+}
+
 /* Store `v` in *reg if it has no bit outside `valid`; else #GP. */
 static int set_masked(uint64_t *reg, uint64_t v, uint64_t valid)
 {
@@ -281,11 +332,24 @@ static int set_masked(uint64_t *reg, uint64_t v, uint64_t valid)
 	return 0;
 }
 
+static int msr_write(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v);
+
 int vpmu_msr_write(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v)
+{
+	int r = msr_write(vcpu, msr, v);
+
+	vcpu->stats.msr_writes++;
+	if (r == -EINVAL || r == -ENXIO)
+		vcpu->stats.msr_faults++;
+	return r;
+}
+
+static int msr_write(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v)
 {
 	const struct vpmu_masks *k = &vcpu->mask;
 	enum msr_kind kind;
 	unsigned int i;
+	uint64_t old;
 	int r;
 
 	r = classify(vcpu, msr, &kind, &i);
@@ -298,35 +362,60 @@ int vpmu_msr_write(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v)
 		 * Legacy write: bits 31:0 are written and bit 31 is sign-
 		 * extended to the counter width; EDX is ignored (§22.6.8.2).
 		 */
-		vcpu->gp[i].value = sign_extend64(v & 0xffffffffULL, 32) & k->gp_width;
+		counter_write(vcpu, i, sign_extend64(v & 0xffffffffULL, 32) & k->gp_width);
 		return 0;
 	case K_A_PMC:
 		/* Full-width write: bits above the width are reserved. */
-		return set_masked(&vcpu->gp[i].value, v, k->gp_width);
+		if (v & ~k->gp_width)
+			return -EINVAL;
+		counter_write(vcpu, i, v);
+		return 0;
 	case K_EVTSEL:
-		return set_masked(&vcpu->gp[i].evtsel, v, k->evtsel);
+		if (v & ~k->evtsel)
+			return -EINVAL;
+		if (v != vcpu->gp[i].evtsel)
+			vcpu->dirty |= BIT_ULL(i);
+		vcpu->gp[i].evtsel = v;
+		return 0;
 	case K_FIXED_CTR:
 		/* Bits above the counter width must be 0, §22.6.2.1 */
-		return set_masked(&vcpu->fixed[i].value, v, k->fixed_width);
-	case K_FIXED_CTRL:
-		return set_masked(&vcpu->fixed_ctrl, v, k->fixed_ctrl);
-	case K_GLOBAL_CTRL:
-		return set_masked(&vcpu->global_ctrl, v, k->global_ctrl);
-	case K_GLOBAL_OVF_CTRL:
-		if (v & ~k->status_reset)
+		if (v & ~k->fixed_width)
 			return -EINVAL;
-		vcpu->global_status &= ~v;
+		counter_write(vcpu, 32 + i, v);
 		return 0;
-	case K_GLOBAL_STATUS_SET:
-		if (v & ~k->status_set)
+	case K_FIXED_CTRL:
+		if (v & ~k->fixed_ctrl)
 			return -EINVAL;
-		vcpu->global_status |= v;
+		vcpu->dirty |= fixed_ctrl_changes(vcpu->fixed_ctrl, v);
+		vcpu->fixed_ctrl = v;
+		return 0;
+	case K_GLOBAL_CTRL:
+		if (v & ~k->global_ctrl)
+			return -EINVAL;
+		vcpu->dirty |= (vcpu->global_ctrl ^ v) & (k->gp | k->fixed << 32);
+		vcpu->global_ctrl = v;
+		return 0;
+	case K_GLOBAL_OVF_CTRL:
+	case K_GLOBAL_STATUS_SET:
+		if (v & ~(kind == K_GLOBAL_OVF_CTRL ? k->status_reset : k->status_set))
+			return -EINVAL;
+		old = vcpu->global_status;
+		if (kind == K_GLOBAL_OVF_CTRL)
+			vcpu->global_status &= ~v;
+		else
+			vcpu->global_status |= v;
+		/* CTR_Frz changing starts or stops every counter */
+		if ((old ^ vcpu->global_status) & GLOBAL_STATUS_COUNTERS_FROZEN)
+			vcpu->dirty |= k->gp | k->fixed << 32;
 		return 0;
 	case K_PERF_METRICS:
 		vcpu->perf_metrics = v;
 		return 0;
 	case K_OFFCORE_RSP:
-		return set_masked(&vcpu->offcore_rsp[i], v, k->offcore_rsp[i]);
+		r = set_masked(&vcpu->offcore_rsp[i], v, k->offcore_rsp[i]);
+		if (!r)
+			dirty_aux_users(vcpu, msr);
+		return r;
 	case K_LBR_SELECT:
 		return set_masked(&vcpu->lbr_select, v, k->lbr_select);
 	case K_LBR_TOS:
@@ -342,9 +431,15 @@ int vpmu_msr_write(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v)
 	case K_PEBS_INDEX:
 		return set_masked(&vcpu->pebs_index, v, k->pebs_index);
 	case K_LD_LAT:
-		return set_masked(&vcpu->ld_lat, v, k->ld_lat);
+		r = set_masked(&vcpu->ld_lat, v, k->ld_lat);
+		if (!r)
+			dirty_aux_users(vcpu, msr);
+		return r;
 	case K_FRONTEND:
-		return set_masked(&vcpu->frontend, v, k->frontend);
+		r = set_masked(&vcpu->frontend, v, k->frontend);
+		if (!r)
+			dirty_aux_users(vcpu, msr);
+		return r;
 	case K_DS_AREA:
 		if (!is_canonical(v, vcpu->model.linear_bits))
 			return -EINVAL;

@@ -8,25 +8,46 @@
 #include <stdint.h>
 
 #include "vpmu/vpmu.h"
+#include "backend.h"
 #include "model.h"
+
+/* Host side of one guest counter. */
+struct vpmu_hw {
+	struct vpmu_host_event ev;	/* as last given to the backend */
+	bool enabled;
+	bool discard;			/* guest rewrote the value since the last fold */
+	bool backed;
+	int error;			/* last update's error, if unbacked */
+	uint64_t overflows, creates, updates;
+};
 
 struct vpmu_gp {
 	uint64_t evtsel;
 	uint64_t value;		/* counter value, masked to the GP width */
 	uint64_t cfg_c;		/* arch PEBS IA32_PMC_GPn_CFG_C */
+	struct vpmu_hw hw;
 };
 
 struct vpmu_fixed {
 	uint64_t value;
 	uint64_t cfg_c;		/* arch PEBS IA32_PMC_FXn_CFG_C */
+	struct vpmu_hw hw;
+};
+
+/* Seqlock-published copy of struct vpmu_stats, read word by word. */
+struct vpmu_stats_pub {
+	unsigned int seq;	/* odd while the vCPU thread writes */
+	uint64_t words[sizeof(struct vpmu_stats) / 8];
 };
 
 #define VPMU_MSR_KINDS 32
+#define VPMU_MSR_LUT_END 0x700
 
 struct vpmu_vcpu {
 	struct vpmu_model model;	/* narrowed copy */
 	struct vpmu_masks mask;
 	uint8_t msr_count[VPMU_MSR_KINDS]; /* registers of each MSR kind */
+	uint16_t msr_lut[VPMU_MSR_LUT_END]; /* MSR -> kind/index, see msr.c */
 
 	vpmu_log_fn log;
 	void *log_data;
@@ -52,7 +73,56 @@ struct vpmu_vcpu {
 	uint64_t lbr_from[VPMU_MAX_LBR];
 	uint64_t lbr_to[VPMU_MAX_LBR];
 	uint64_t lbr_info[VPMU_MAX_LBR];
+
+	/* counting */
+	const struct vpmu_backend_ops *backend;
+	void *backend_state;
+	uint64_t dirty;			/* counters to update at the next sync */
+	uint64_t unavailable_events;	/* CPUID.0AH:EBX */
+	bool pmi_due;			/* an overflow with INT/PMI is pending */
+	vpmu_pmi_fn pmi;
+	void *pmi_data;
+
+	/* statistics: `stats` is the vCPU thread's, `pub` what readers see */
+	struct vpmu_stats stats;
+	bool stats_dirty;
+	struct vpmu_stats_pub pub;
 };
+
+/* counter.c. Counters are numbered as GLOBAL_CTRL numbers them. */
+bool counter_fold(struct vpmu_vcpu *vcpu, unsigned int ctr);
+uint64_t counter_read_backed(struct vpmu_vcpu *vcpu, unsigned int ctr);
+void counters_reset(struct vpmu_vcpu *vcpu);
+uint32_t counters_unavailable_events(struct vpmu_vcpu *vcpu);
+
+static inline struct vpmu_hw *counter_hw(struct vpmu_vcpu *vcpu, unsigned int ctr)
+{
+	return ctr >= 32 ? &vcpu->fixed[ctr - 32].hw : &vcpu->gp[ctr].hw;
+}
+
+static inline uint64_t *counter_value(struct vpmu_vcpu *vcpu, unsigned int ctr)
+{
+	return ctr >= 32 ? &vcpu->fixed[ctr - 32].value : &vcpu->gp[ctr].value;
+}
+
+/* The guest's view of a counter: exact at any time (folds the host count). */
+static inline uint64_t counter_read(struct vpmu_vcpu *vcpu, unsigned int ctr)
+{
+	if (!counter_hw(vcpu, ctr)->backed)
+		return *counter_value(vcpu, ctr);
+	return counter_read_backed(vcpu, ctr);
+}
+
+/* A guest write of the value: the host count so far no longer applies. */
+static inline void counter_write(struct vpmu_vcpu *vcpu, unsigned int ctr, uint64_t value)
+{
+	*counter_value(vcpu, ctr) = value;
+	counter_hw(vcpu, ctr)->discard = true;
+	vcpu->dirty |= 1ULL << ctr;
+}
+
+/* stats.c */
+void stats_publish(struct vpmu_vcpu *vcpu);
 
 /* Fill vcpu->msr_count from the narrowed model (msr.c). */
 void msr_counts_init(struct vpmu_vcpu *vcpu);

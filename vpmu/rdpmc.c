@@ -11,6 +11,7 @@ int vpmu_rdpmc(struct vpmu_vcpu *vcpu, uint32_t ecx, uint64_t *ret_value)
 	const struct vpmu_model *m = &vcpu->model;
 	uint32_t idx = ecx & ~(uint32_t)(RDPMC_FIXED | RDPMC_FAST | RDPMC_METRICS);
 
+	vcpu->stats.rdpmcs++;
 	/* Fast reads (ECX[31]) are a P6/NetBurst feature: #GP here. */
 	if (ecx & RDPMC_FAST)
 		return -EINVAL;
@@ -24,11 +25,11 @@ int vpmu_rdpmc(struct vpmu_vcpu *vcpu, uint32_t ecx, uint64_t *ret_value)
 	if (ecx & RDPMC_FIXED) {
 		if (idx >= m->nr_fixed || m->version < 2)
 			return -EINVAL;
-		*ret_value = vcpu->fixed[idx].value & vcpu->mask.fixed_width;
+		*ret_value = counter_read(vcpu, 32 + idx);
 		return 0;
 	}
 	if (idx >= m->nr_gp)
 		return -EINVAL;
-	*ret_value = vcpu->gp[idx].value & vcpu->mask.gp_width;
+	*ret_value = counter_read(vcpu, idx);
 	return 0;
 }

@@ -45,6 +45,7 @@ void vpmu_config_init(struct vpmu_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->size = sizeof(*cfg);
 	cfg->model = "Skylake-Server";
+	cfg->version = -1;
 	cfg->nr_gp = -1;
 	cfg->nr_fixed = -1;
 	cfg->log_level = VPMU_LOG_INFO;
@@ -79,13 +80,42 @@ int vpmu_vcpu_new(const struct vpmu_config *cfg, struct vpmu_vcpu **ret_vcpu)
 	vcpu->log = cfg->log;
 	vcpu->log_data = cfg->log_data;
 	vcpu->log_level = cfg->log_level;
+	vcpu->pmi = cfg->pmi;
+	vcpu->pmi_data = cfg->pmi_data;
+
+	switch (cfg->backend) {
+	case VPMU_BACKEND_NONE:
+		vcpu->backend = &vpmu_backend_none;
+		break;
+	case VPMU_BACKEND_EXACT:
+		vcpu->backend = &vpmu_backend_exact;
+		break;
+	default:
+		cfg_logf(cfg, VPMU_LOG_ERR, "unknown host-counter backend %d", (int)cfg->backend);
+		free(vcpu);
+		return -EINVAL;
+	}
+	r = vcpu->backend->init(vcpu, &vcpu->backend_state);
+	if (r < 0) {
+		cfg_logf(cfg, VPMU_LOG_ERR, "backend %s: cannot start (%d)", vcpu->backend->name, r);
+		free(vcpu);
+		return r;
+	}
+	vcpu->unavailable_events = counters_unavailable_events(vcpu);
+	vcpu->stats.version = VPMU_STATS_VERSION;
+	snprintf(vcpu->stats.model, sizeof(vcpu->stats.model), "%s", vcpu->model.name);
+	snprintf(vcpu->stats.backend, sizeof(vcpu->stats.backend), "%s", vcpu->backend->name);
 	vpmu_vcpu_reset(vcpu, VPMU_RESET_POWER_ON);
+	stats_publish(vcpu);
 	*ret_vcpu = vcpu;
 	return 0;
 }
 
 void vpmu_vcpu_free(struct vpmu_vcpu *vcpu)
 {
+	if (!vcpu)
+		return;
+	vcpu->backend->fini(vcpu->backend_state);
 	free(vcpu);
 }
 
@@ -132,4 +162,5 @@ void vpmu_vcpu_reset(struct vpmu_vcpu *vcpu, enum vpmu_reset_kind kind)
 	memset(vcpu->lbr_from, 0, sizeof(vcpu->lbr_from));
 	memset(vcpu->lbr_to, 0, sizeof(vcpu->lbr_to));
 	memset(vcpu->lbr_info, 0, sizeof(vcpu->lbr_info));
+	counters_reset(vcpu);
 }

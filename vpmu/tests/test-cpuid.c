@@ -17,6 +17,7 @@ static struct vpmu_vcpu *new_vcpu(const char *model)
 
 	vpmu_config_init(&cfg);
 	cfg.model = model;
+	cfg.backend = VPMU_BACKEND_EXACT;
 	cr_assert_eq(vpmu_vcpu_new(&cfg, &v), 0);
 	return v;
 }
@@ -47,8 +48,13 @@ ParameterizedTest(unsigned int *fi, cpuid, leaf_0a)
 	cr_expect_eq((e.eax >> 8) & 0xff, f->nr_gp);
 	cr_expect_eq((e.eax >> 16) & 0xff, f->width);
 	cr_expect_eq(e.eax >> 24, f->arch_events_len);
-	/* EBX: 1 = event unavailable; all events of the vector available */
-	cr_expect_eq(e.ebx, 0);
+	/*
+	 * EBX: 1 = event unavailable. The exact backend counts cycles,
+	 * instructions, reference cycles, branches and branch misses; it
+	 * has no cache model (LLC reference 3, LLC miss 4) and no pipeline
+	 * model (topdown slots 7).
+	 */
+	cr_expect_eq(e.ebx, B(3) | B(4) | (f->arch_events_len > 7 ? B(7) : 0));
 	/* ECX: fixed-counter bitmap from v5 on, 0 before */
 	cr_expect_eq(e.ecx, f->version >= 5 ? LOW(f->nr_fixed) : 0);
 	/* EDX[4:0] #fixed, [12:5] width, [15] AnyThread deprecated */
@@ -66,6 +72,7 @@ Test(cpuid, leaf_0a_exact)
 	struct vpmu_cpuid_entry e = leaf(v, 0xa, 0);
 
 	cr_expect_eq(e.eax, 0x07300404);
+	cr_expect_eq(e.ebx, 0x18);
 	cr_expect_eq(e.edx, 0x00000603);
 	vpmu_vcpu_free(v);
 	v = new_vcpu("Icelake-Server");
@@ -221,6 +228,62 @@ Test(cpuid, patch_table)
 	cr_expect_eq(t[0].ecx, 1u << 15);
 	cr_expect_eq(t[0].edx, 0);
 	vpmu_vcpu_free(v);
+}
+
+/* Without a backend nothing counts, and the guest is told so. */
+Test(cpuid, no_backend_no_events)
+{
+	struct vpmu_config cfg;
+	struct vpmu_vcpu *v = NULL;
+	struct vpmu_cpuid_entry e;
+
+	vpmu_config_init(&cfg);
+	cfg.model = "Icelake-Server";
+	cfg.backend = VPMU_BACKEND_NONE;
+	cr_assert_eq(vpmu_vcpu_new(&cfg, &v), 0);
+	e = leaf(v, 0xa, 0);
+	cr_expect_eq(e.ebx, 0xff);
+	vpmu_vcpu_free(v);
+}
+
+/* Narrowing the version changes the enumeration with it. */
+Test(cpuid, narrowed_version)
+{
+	struct vpmu_config cfg;
+	struct vpmu_vcpu *v = NULL;
+	struct vpmu_cpuid_entry e;
+	uint64_t val;
+
+	vpmu_config_init(&cfg);
+	cfg.model = "Icelake-Server";
+	cfg.version = 3;
+	cfg.nr_fixed = 3;
+	cfg.flags = VPMU_CONFIG_NO_METRICS;
+	cfg.backend = VPMU_BACKEND_EXACT;
+	cr_assert_eq(vpmu_vcpu_new(&cfg, &v), 0);
+	e = leaf(v, 0xa, 0);
+	cr_expect_eq(e.eax & 0xff, 3);
+	cr_expect_eq(e.ecx, 0, "no fixed bitmap before v5");
+	cr_expect_eq(e.edx, 3 | 48 << 5, "no AnyThread deprecation bit before v5");
+	/* v4 MSRs and the streamlined freeze bits are gone */
+	cr_expect_eq(vpmu_msr_read(v, 0x391, &val), -ENXIO);
+	cr_expect_eq(vpmu_msr_read(v, 0x392, &val), -ENXIO);
+	cr_expect_eq(vpmu_msr_write(v, 0x390, B(59)), -EINVAL);
+	vpmu_vcpu_free(v);
+	/* below v6 a format-6 model's PEBS cannot be described */
+	cfg.model = "LunarLake";
+	cfg.version = 5;
+	cfg.nr_fixed = -1;
+	cfg.flags = 0;
+	cr_expect_eq(vpmu_vcpu_new(&cfg, &v), -EINVAL);
+	cfg.flags = VPMU_CONFIG_NO_PEBS;
+	cr_assert_eq(vpmu_vcpu_new(&cfg, &v), 0);
+	cr_expect_eq(vpmu_cpuid(v, 0x23, 0, &e), -ENOENT);
+	vpmu_vcpu_free(v);
+	cfg.version = 1;
+	cr_expect_eq(vpmu_vcpu_new(&cfg, &v), -EINVAL, "v1 has no GLOBAL_CTRL: not offered");
+	cfg.version = 7;
+	cr_expect_eq(vpmu_vcpu_new(&cfg, &v), -EINVAL);
 }
 
 Test(cpuid, not_pmu_leaves)

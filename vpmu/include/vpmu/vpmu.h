@@ -68,18 +68,36 @@ VPMU_API int vpmu_model_find(const char *name);
 #define VPMU_CONFIG_NO_LBR	(1u << 1)	/* no LBR stack */
 #define VPMU_CONFIG_NO_METRICS	(1u << 2)	/* no PERF_METRICS */
 
+/* What backs the guest counters on the host. */
+enum vpmu_backend {
+	VPMU_BACKEND_NONE,	/* nothing: every counter is unbacked, never counts */
+	VPMU_BACKEND_EXACT,	/* counts fed by an emulator: vpmu_exact_feed() */
+};
+
+/*
+ * "A PMI is due on this vCPU." Called from inside vpmu calls on the vCPU
+ * thread (an MSR access, a feed, a sync). The VMM delivers it the way the
+ * guest's LVT performance-counter entry says (see vpmu_lvt_decode) and
+ * then calls vpmu_pmi_delivered().
+ */
+typedef void (*vpmu_pmi_fn)(void *data, struct vpmu_vcpu *vcpu);
+
 struct vpmu_config {
 	size_t size;		/* sizeof(struct vpmu_config), set by vpmu_config_init() */
 	const char *model;	/* model name, case-insensitive */
+	int version;		/* perfmon version to expose (2..model's); -1 = the model's */
 	int nr_gp;		/* GP counters to expose; -1 = the model's */
 	int nr_fixed;		/* fixed counters to expose; -1 = the model's */
 	unsigned int flags;	/* VPMU_CONFIG_* */
+	enum vpmu_backend backend;
+	vpmu_pmi_fn pmi;	/* may be NULL: PMIs are then only counted */
+	void *pmi_data;
 	vpmu_log_fn log;	/* may be NULL */
 	void *log_data;
 	enum vpmu_log_level log_level; /* most verbose level passed to log */
 };
 
-/* Fill *cfg with defaults: the model's full PMU, no log. */
+/* Fill *cfg with defaults: Skylake-Server's full PMU, backend NONE, no log. */
 VPMU_API void vpmu_config_init(struct vpmu_config *cfg);
 
 /*
@@ -98,6 +116,128 @@ VPMU_API void vpmu_vcpu_reset(struct vpmu_vcpu *vcpu, enum vpmu_reset_kind kind)
 
 /* Model name this vCPU was created with (canonical spelling). */
 VPMU_API const char *vpmu_vcpu_model(const struct vpmu_vcpu *vcpu);
+
+/*
+ * Apply every PMU MSR write since the last sync to the host counters, in
+ * one batch: an unchanged event is kept (only enable/period change), only a
+ * changed event is recreated. Call it before every guest entry; writes take
+ * effect there (the guest does not run in between, so counts stay exact).
+ */
+VPMU_API int vpmu_vcpu_sync(struct vpmu_vcpu *vcpu);
+
+/* ---- the exact backend (emulators) ------------------------------------- */
+
+/*
+ * What a run of retired guest instructions did, all at one CPL. Branch
+ * kinds overlap as on hardware: a taken conditional branch is counted in
+ * branches, cond_branches, cond_taken and near_taken.
+ */
+struct vpmu_exact_counts {
+	uint64_t instructions;	/* retired instructions (a REP string op is one) */
+	uint64_t cycles;	/* modelled unhalted core cycles */
+	uint64_t ref_cycles;	/* unhalted reference cycles at the TSC rate */
+	uint64_t branches;	/* all retired branches, far ones included */
+	uint64_t cond_branches;	/* conditional (Jcc, LOOP, JCXZ) */
+	uint64_t cond_taken;	/* ... of which taken */
+	uint64_t near_calls;	/* near CALL, direct and indirect */
+	uint64_t near_returns;	/* near RET */
+	uint64_t near_taken;	/* taken near branches of any kind */
+	uint64_t far_branches;	/* far CALL/JMP/RET, IRET, INT, SYSCALL... */
+	uint64_t branch_misses;	/* mispredicted branches, if the feeder models them */
+	uint64_t loads;		/* instructions that read memory */
+	uint64_t stores;	/* instructions that write memory */
+	uint64_t mem_insts;	/* instructions that read or write memory */
+	unsigned int cpl;	/* guest CPL while they ran: USR/OS filtering */
+};
+
+/*
+ * Count `c` on every running counter whose event it covers; overflows,
+ * GLOBAL_STATUS, freeze and PMI happen here. -EOPNOTSUPP if the vCPU's
+ * backend is not VPMU_BACKEND_EXACT.
+ */
+VPMU_API int vpmu_exact_feed(struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *c);
+
+/*
+ * Events left before the nearest overflow of any running counter, in that
+ * counter's own unit; UINT64_MAX when nothing can overflow. Every field of
+ * vpmu_exact_counts but the two cycle counts grows by at most 1 per
+ * instruction, so an emulator can run this many instructions (divided by
+ * its largest per-instruction cycle cost) before it must single-step.
+ */
+VPMU_API uint64_t vpmu_exact_headroom(const struct vpmu_vcpu *vcpu);
+
+/* ---- PMI delivery -------------------------------------------------------- */
+
+enum vpmu_lvt_action {
+	VPMU_LVT_DROP,		/* masked, or a mode/vector hardware would not deliver */
+	VPMU_LVT_FIXED,		/* interrupt with `vector` */
+	VPMU_LVT_NMI,		/* NMI */
+};
+
+struct vpmu_lvt {
+	enum vpmu_lvt_action action;
+	uint8_t vector;
+	uint32_t after;		/* the LVT value after delivery: mask bit (16) set */
+};
+
+/*
+ * Decode the local APIC LVT performance-counter register (offset 340H /
+ * x2APIC MSR 834H): bits 7:0 vector, 10:8 delivery mode, 16 mask.
+ */
+VPMU_API void vpmu_lvt_decode(uint32_t lvt, struct vpmu_lvt *ret);
+
+/* The VMM delivered the PMI it was asked for (counted in the stats). */
+VPMU_API void vpmu_pmi_delivered(struct vpmu_vcpu *vcpu);
+
+/* ---- statistics ---------------------------------------------------------- */
+
+#define VPMU_STATS_VERSION	1
+#define VPMU_STATS_COUNTERS	16	/* slots: GP i at i, fixed i at 8 + i */
+
+/* vpmu_counter_stats.flags */
+#define VPMU_CTR_IMPLEMENTED	(1u << 0)	/* the model has this counter */
+#define VPMU_CTR_PROGRAMMED	(1u << 1)	/* locally enabled with an event */
+#define VPMU_CTR_RUNNING	(1u << 2)	/* counting now (global enable, not frozen) */
+#define VPMU_CTR_BACKED		(1u << 3)	/* a host counter counts it */
+#define VPMU_CTR_UNBACKED	(1u << 4)	/* the backend cannot count this event */
+
+struct vpmu_counter_stats {
+	uint64_t config;	/* IA32_PERFEVTSELx, or the FIXED_CTR_CTRL nibble */
+	uint64_t count;		/* counter value at publication */
+	uint64_t overflows;
+	uint64_t creates;	/* host events (re)created */
+	uint64_t updates;	/* backend operations on this counter */
+	uint32_t flags;		/* VPMU_CTR_* */
+	int32_t error;		/* why unbacked: negative errno, else 0 */
+};
+
+struct vpmu_stats {
+	uint32_t version;	/* VPMU_STATS_VERSION */
+	uint32_t seq;		/* publication number */
+	uint64_t msr_reads;
+	uint64_t msr_writes;
+	uint64_t msr_faults;	/* accesses answered with #GP */
+	uint64_t rdpmcs;
+	uint64_t syncs;
+	uint64_t backend_ops;	/* update operations, all counters */
+	uint64_t backend_reads;	/* reads to fold a count (guest RDMSR/RDPMC) */
+	uint64_t creates;
+	uint64_t overflows;
+	uint64_t pmis_requested;
+	uint64_t pmis_delivered;
+	uint64_t global_status;
+	uint64_t global_ctrl;
+	char model[32];
+	char backend[16];
+	struct vpmu_counter_stats counters[VPMU_STATS_COUNTERS];
+};
+
+/*
+ * A consistent copy of the vCPU's published figures. Safe from any thread
+ * while the vCPU runs: it never blocks the vCPU and never returns a torn
+ * value. Published at every sync and overflow.
+ */
+VPMU_API int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret);
 
 /* ---- MSRs and RDPMC ----------------------------------------------------- */
 

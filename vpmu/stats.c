@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Statistics: the vCPU thread keeps struct vpmu_stats up to date in place
+ * and publishes a copy under a sequence lock; readers on other threads
+ * copy it word by word with atomic loads and retry while the sequence is
+ * odd or moved. The vCPU never waits for a reader.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "bits.h"
+#include "pmu.h"
+
+static void counter_stats(struct vpmu_vcpu *vcpu, unsigned int ctr, unsigned int slot)
+{
+	struct vpmu_counter_stats *cs = &vcpu->stats.counters[slot];
+	const struct vpmu_hw *hw = counter_hw(vcpu, ctr);
+	bool fixed = ctr >= 32;
+
+	/* a wrap found here is handled by the caller's next apply() */
+	if (vcpu->backend->cheap_read)
+		counter_fold(vcpu, ctr);
+	cs->config = fixed ? (vcpu->fixed_ctrl >> (4 * (ctr - 32))) & 0xf : vcpu->gp[ctr].evtsel;
+	cs->count = *counter_value(vcpu, ctr);
+	cs->overflows = hw->overflows;
+	cs->creates = hw->creates;
+	cs->updates = hw->updates;
+	cs->flags = VPMU_CTR_IMPLEMENTED;
+	if (hw->ev.kind != HEV_NONE) {
+		cs->flags |= VPMU_CTR_PROGRAMMED;
+		cs->flags |= hw->backed ? VPMU_CTR_BACKED : VPMU_CTR_UNBACKED;
+		if (hw->backed && hw->enabled)
+			cs->flags |= VPMU_CTR_RUNNING;
+	}
+	cs->error = hw->error;
+}
+
+void stats_publish(struct vpmu_vcpu *vcpu)
+{
+	struct vpmu_stats *s = &vcpu->stats;
+	uint64_t words[sizeof(*s) / 8];
+	unsigned int seq;
+
+	for (unsigned int i = 0; i < vcpu->model.nr_gp; i++)
+		counter_stats(vcpu, i, i);
+	for (unsigned int i = 0; i < vcpu->model.nr_fixed; i++)
+		counter_stats(vcpu, 32 + i, 8 + i);
+	s->global_status = vcpu->global_status;
+	s->global_ctrl = vcpu->global_ctrl;
+	seq = __atomic_load_n(&vcpu->pub.seq, __ATOMIC_RELAXED);
+	s->seq = (seq + 2) / 2;
+	memcpy(words, s, sizeof(words));
+
+	__atomic_store_n(&vcpu->pub.seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+		__atomic_store_n(&vcpu->pub.words[i], words[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&vcpu->pub.seq, seq + 2, __ATOMIC_RELEASE);
+	vcpu->stats_dirty = false;
+}
+
+int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret)
+{
+	uint64_t words[sizeof(*ret) / 8];
+	unsigned int s1, s2;
+
+	if (!vcpu || !ret)
+		return -EINVAL;
+	do {
+		s1 = __atomic_load_n(&vcpu->pub.seq, __ATOMIC_ACQUIRE);
+		for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+			words[i] = __atomic_load_n(&vcpu->pub.words[i], __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		s2 = __atomic_load_n(&vcpu->pub.seq, __ATOMIC_RELAXED);
+	} while ((s1 & 1) || s1 != s2);
+	memcpy(ret, words, sizeof(words));
+	return 0;
+}
+
+void vpmu_pmi_delivered(struct vpmu_vcpu *vcpu)
+{
+	vcpu->stats.pmis_delivered++;
+	stats_publish(vcpu);
+}
