@@ -93,7 +93,7 @@ static bool pmi_enabled(const struct vpmu_vcpu *vcpu, unsigned int ctr)
  * fixed PMI bit, a PMI becomes due (vcpu->pmi_due, handled by apply()).
  * Returns true if it wrapped.
  */
-static bool add_delta(struct vpmu_vcpu *vcpu, unsigned int ctr, uint64_t delta)
+static inline bool add_delta(struct vpmu_vcpu *vcpu, unsigned int ctr, uint64_t delta)
 {
 	uint64_t *v = counter_value(vcpu, ctr), m = width_mask(vcpu, ctr);
 	bool wrapped;
@@ -222,7 +222,7 @@ int vpmu_vcpu_sync(struct vpmu_vcpu *vcpu)
 }
 
 /* Fold what the host counted into the value; true if that wrapped it. */
-bool counter_fold(struct vpmu_vcpu *vcpu, unsigned int ctr)
+static inline bool fold(struct vpmu_vcpu *vcpu, unsigned int ctr)
 {
 	struct vpmu_hw *hw = counter_hw(vcpu, ctr);
 	uint64_t delta;
@@ -242,9 +242,14 @@ bool counter_fold(struct vpmu_vcpu *vcpu, unsigned int ctr)
 	return true;
 }
 
+bool counter_fold(struct vpmu_vcpu *vcpu, unsigned int ctr)
+{
+	return fold(vcpu, ctr);
+}
+
 uint64_t counter_read_backed(struct vpmu_vcpu *vcpu, unsigned int ctr)
 {
-	if (counter_fold(vcpu, ctr))
+	if (fold(vcpu, ctr))
 		apply(vcpu);
 	return *counter_value(vcpu, ctr);
 }

@@ -4,6 +4,7 @@
  * (which register, which index) through one table; whether this vCPU has
  * it and which bits it may write come from the masks model_derive() made.
  */
+#include <assert.h>
 #include <errno.h>
 
 #include "bits.h"
@@ -146,10 +147,10 @@ static unsigned int kind_count(const struct vpmu_vcpu *vcpu, enum msr_kind kind)
 }
 
 /*
- * MSRs below VPMU_MSR_LUT_END are classified by one load from the vCPU's
- * own table (the PMI handler's MSRs are all in there); the rest by
- * scanning the ranges. Entry: 0 = not a PMU MSR, else LUT_PRESENT if this
- * vCPU has it | kind << 8 | index.
+ * Every PMU MSR lies below VPMU_MSR_LUT_END, and is classified by one load
+ * from the vCPU's own table, built once from ranges[]. Entry: 0 = not a
+ * PMU MSR, else LUT_PMU | kind << 8 | index, plus LUT_PRESENT if this
+ * vCPU has it.
  */
 #define LUT_PRESENT	0x8000u
 #define LUT_PMU		0x4000u
@@ -171,16 +172,6 @@ static unsigned int lookup_ranges(uint32_t msr)
 	return 0;
 }
 
-static __attribute__((noinline)) unsigned int lookup_slow(const struct vpmu_vcpu *vcpu,
-							   uint32_t msr)
-{
-	unsigned int e = lookup_ranges(msr);
-
-	if (e && (e & 0xff) < vcpu->msr_count[(e >> 8) & 0x3f])
-		e |= LUT_PRESENT;
-	return e;
-}
-
 /* 0 and the kind/index; -ENOENT (not a PMU MSR) or -ENXIO (not on this vCPU). */
 static inline __attribute__((always_inline)) int classify(const struct vpmu_vcpu *vcpu,
 							   uint32_t msr, enum msr_kind *kind,
@@ -197,7 +188,9 @@ static inline __attribute__((always_inline)) int classify(const struct vpmu_vcpu
 		*idx = 0;
 		return vcpu->msr_count[*kind] ? 0 : -ENXIO;
 	}
-	e = msr < VPMU_MSR_LUT_END ? vcpu->msr_lut[msr] : lookup_slow(vcpu, msr);
+	if (msr >= VPMU_MSR_LUT_END)
+		return -ENOENT;
+	e = vcpu->msr_lut[msr];
 	*kind = (enum msr_kind)((e >> 8) & 0x3f);
 	*idx = e & 0xff;
 	if (e & LUT_PRESENT)
@@ -207,6 +200,10 @@ static inline __attribute__((always_inline)) int classify(const struct vpmu_vcpu
 
 void msr_counts_init(struct vpmu_vcpu *vcpu)
 {
+	const struct msr_range *last = &ranges[ARRAY_SIZE(ranges) - 1];
+
+	/* the table must cover every range: ranges[] is in ascending order */
+	assert(last->base + (last->span - 1u) * last->stride < VPMU_MSR_LUT_END);
 	for (unsigned int k = 0; k < K_NR; k++)
 		vcpu->msr_count[k] = (uint8_t)kind_count(vcpu, (enum msr_kind)k);
 	for (uint32_t msr = 0; msr < VPMU_MSR_LUT_END; msr++) {

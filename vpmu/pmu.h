@@ -10,6 +10,7 @@
 #include "vpmu/vpmu.h"
 #include "backend.h"
 #include "model.h"
+#include "walk.h"
 
 /* Host side of one guest counter. */
 struct vpmu_hw {
@@ -41,7 +42,7 @@ struct vpmu_stats_pub {
 };
 
 #define VPMU_MSR_KINDS 32
-#define VPMU_MSR_LUT_END 0x700
+#define VPMU_MSR_LUT_END 0x1a00	/* past the highest PMU MSR vpmu models */
 
 struct vpmu_vcpu {
 	struct vpmu_model model;	/* narrowed copy */
@@ -82,6 +83,12 @@ struct vpmu_vcpu {
 	bool pmi_due;			/* an overflow with INT/PMI is pending */
 	vpmu_pmi_fn pmi;
 	void *pmi_data;
+	vpmu_regs_fn regs;
+	void *regs_data;
+
+	/* guest RAM for PEBS records */
+	struct guest_region *mem_regions;
+	struct guest_mem mem;
 
 	/* statistics: `stats` is the vCPU thread's, `pub` what readers see */
 	struct vpmu_stats stats;

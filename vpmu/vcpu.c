@@ -82,6 +82,8 @@ int vpmu_vcpu_new(const struct vpmu_config *cfg, struct vpmu_vcpu **ret_vcpu)
 	vcpu->log_level = cfg->log_level;
 	vcpu->pmi = cfg->pmi;
 	vcpu->pmi_data = cfg->pmi_data;
+	vcpu->regs = cfg->regs;
+	vcpu->regs_data = cfg->regs_data;
 
 	switch (cfg->backend) {
 	case VPMU_BACKEND_NONE:
@@ -116,6 +118,7 @@ void vpmu_vcpu_free(struct vpmu_vcpu *vcpu)
 	if (!vcpu)
 		return;
 	vcpu->backend->fini(vcpu->backend_state);
+	free(vcpu->mem_regions);
 	free(vcpu);
 }
 

@@ -24,6 +24,7 @@
 #ifndef VPMU_VPMU_H
 #define VPMU_VPMU_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -82,6 +83,26 @@ enum vpmu_backend {
  */
 typedef void (*vpmu_pmi_fn)(void *data, struct vpmu_vcpu *vcpu);
 
+/* The guest state a PEBS record reports, as it is after the sampled instruction. */
+struct vpmu_guest_regs {
+	uint64_t rip;		/* the next instruction (PEBS records are trap-like) */
+	uint64_t rflags;
+	uint64_t gpr[16];	/* RAX RCX RDX RBX RSP RBP RSI RDI R8..R15 */
+	uint8_t xmm[16][16];	/* XMM0..15, little-endian */
+	uint64_t cr0, cr3, cr4, efer;	/* for the walk to the DS area */
+	uint64_t tsc;		/* the guest's TSC now */
+	unsigned int cpl;
+	bool long_mode;		/* 64-bit mode (not compatibility mode) */
+	bool sse;		/* CR4.OSFXSR: the XMM group is zero without it */
+};
+
+/*
+ * Fill *ret with the vCPU's current guest registers. Called on the vCPU
+ * thread when a PEBS record is written. Return 0, or a negative errno:
+ * the record is then deferred to the next sync, never dropped.
+ */
+typedef int (*vpmu_regs_fn)(void *data, struct vpmu_vcpu *vcpu, struct vpmu_guest_regs *ret);
+
 struct vpmu_config {
 	size_t size;		/* sizeof(struct vpmu_config), set by vpmu_config_init() */
 	const char *model;	/* model name, case-insensitive */
@@ -92,6 +113,8 @@ struct vpmu_config {
 	enum vpmu_backend backend;
 	vpmu_pmi_fn pmi;	/* may be NULL: PMIs are then only counted */
 	void *pmi_data;
+	vpmu_regs_fn regs;	/* needed for PEBS; may be NULL without it */
+	void *regs_data;
 	vpmu_log_fn log;	/* may be NULL */
 	void *log_data;
 	enum vpmu_log_level log_level; /* most verbose level passed to log */
@@ -148,6 +171,14 @@ struct vpmu_exact_counts {
 	uint64_t stores;	/* instructions that write memory */
 	uint64_t mem_insts;	/* instructions that read or write memory */
 	unsigned int cpl;	/* guest CPL while they ran: USR/OS filtering */
+	/*
+	 * The last instruction of the run, for PEBS: its address, and the
+	 * linear address it loaded from / stored to (0 if none). An
+	 * emulator single-steps near an overflow (vpmu_exact_headroom), so
+	 * the overflowing instruction is the last one of its run.
+	 */
+	uint64_t last_ip;
+	uint64_t last_dla;
 };
 
 /*
@@ -165,6 +196,44 @@ VPMU_API int vpmu_exact_feed(struct vpmu_vcpu *vcpu, const struct vpmu_exact_cou
  * its largest per-instruction cycle cost) before it must single-step.
  */
 VPMU_API uint64_t vpmu_exact_headroom(const struct vpmu_vcpu *vcpu);
+
+/* ---- guest memory and LBRs ----------------------------------------------- */
+
+struct vpmu_mem_region {
+	uint64_t gpa;
+	uint64_t size;
+	void *hva;
+};
+
+/*
+ * The guest RAM vpmu may write PEBS records to (copied; regions must not
+ * overlap). Records go through the guest's page tables into these
+ * regions and nowhere else. -EINVAL on overlapping or wrapping regions.
+ */
+VPMU_API int vpmu_vcpu_set_memory(struct vpmu_vcpu *vcpu, const struct vpmu_mem_region *regions,
+				  size_t nr);
+
+enum vpmu_branch_kind {
+	VPMU_BR_COND,		/* Jcc, LOOP, JCXZ (taken) */
+	VPMU_BR_JMP,		/* near relative JMP */
+	VPMU_BR_JMP_IND,	/* near indirect JMP */
+	VPMU_BR_CALL,		/* near relative CALL */
+	VPMU_BR_CALL_IND,	/* near indirect CALL */
+	VPMU_BR_RET,		/* near RET */
+	VPMU_BR_FAR,		/* far branches, interrupts, exceptions, IRET, SYSCALL/SYSRET */
+};
+
+/* Whether branches should be reported now: DEBUGCTL.LBR set, LBRs not frozen. */
+VPMU_API bool vpmu_lbr_active(const struct vpmu_vcpu *vcpu);
+
+/*
+ * A taken branch retired: record it in the LBR stack (TOS advances,
+ * FROM/TO/INFO written) unless LBR_SELECT filters it out. `cpl` is the
+ * CPL the branch was taken at; `cycles` the core cycles since the last
+ * recorded branch (LBR_INFO[15:0], saturating).
+ */
+VPMU_API void vpmu_lbr_branch(struct vpmu_vcpu *vcpu, uint64_t from, uint64_t to,
+			      enum vpmu_branch_kind kind, unsigned int cpl, uint64_t cycles);
 
 /* ---- PMI delivery -------------------------------------------------------- */
 
