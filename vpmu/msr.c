@@ -6,6 +6,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <string.h>
 
 #include "bits.h"
 #include "msr-index.h"
@@ -155,23 +156,6 @@ static unsigned int kind_count(const struct vpmu_vcpu *vcpu, enum msr_kind kind)
 #define LUT_PRESENT	0x8000u
 #define LUT_PMU		0x4000u
 
-/* Scan the ranges: LUT_PMU | kind << 8 | index, or 0. */
-static unsigned int lookup_ranges(uint32_t msr)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(ranges); i++) {
-		const struct msr_range *r = &ranges[i];
-		uint32_t off;
-
-		if (msr < r->base)
-			continue;
-		off = msr - r->base;
-		if (off % r->stride || off / r->stride >= r->span)
-			continue;
-		return LUT_PMU | (unsigned int)r->kind << 8 | off / r->stride;
-	}
-	return 0;
-}
-
 /* 0 and the kind/index; -ENOENT (not a PMU MSR) or -ENXIO (not on this vCPU). */
 static inline __attribute__((always_inline)) int classify(const struct vpmu_vcpu *vcpu,
 							   uint32_t msr, enum msr_kind *kind,
@@ -206,12 +190,17 @@ void msr_counts_init(struct vpmu_vcpu *vcpu)
 	assert(last->base + (last->span - 1u) * last->stride < VPMU_MSR_LUT_END);
 	for (unsigned int k = 0; k < K_NR; k++)
 		vcpu->msr_count[k] = (uint8_t)kind_count(vcpu, (enum msr_kind)k);
-	for (uint32_t msr = 0; msr < VPMU_MSR_LUT_END; msr++) {
-		unsigned int e = lookup_ranges(msr);
+	memset(vcpu->msr_lut, 0, sizeof(vcpu->msr_lut));
+	for (size_t i = 0; i < ARRAY_SIZE(ranges); i++) {
+		const struct msr_range *r = &ranges[i];
 
-		if (e && (e & 0xff) < vcpu->msr_count[(e >> 8) & 0x3f])
-			e |= LUT_PRESENT;
-		vcpu->msr_lut[msr] = (uint16_t)e;
+		for (unsigned int j = 0; j < r->span; j++) {
+			unsigned int e = LUT_PMU | (unsigned int)r->kind << 8 | j;
+
+			if (j < vcpu->msr_count[r->kind])
+				e |= LUT_PRESENT;
+			vcpu->msr_lut[r->base + j * r->stride] = (uint16_t)e;
+		}
 	}
 }
 
