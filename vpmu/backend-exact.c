@@ -236,6 +236,12 @@ int vpmu_exact_feed(struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *e)
 	t1 = (unsigned __int128)s->ref_total * s->xclk_den / s->xclk_num;
 	xclk = (uint64_t)(t1 - t0);
 
+	/* the run's last instruction is the one a PEBS record reports */
+	if (e->instructions) {
+		vcpu->last_ip = e->last_ip;
+		vcpu->last_dla = e->last_dla;
+		vcpu->last_latency = e->cycles / e->instructions;
+	}
 	running = s->running;
 	while (running) {
 		unsigned int i = (unsigned int)__builtin_ctzll(running);

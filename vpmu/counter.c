@@ -108,7 +108,10 @@ static inline bool add_delta(struct vpmu_vcpu *vcpu, unsigned int ctr, uint64_t 
 	vcpu->global_status |= BIT_ULL(ctr);
 	counter_hw(vcpu, ctr)->overflows++;
 	vcpu->stats.overflows++;
-	if (pmi_enabled(vcpu, ctr))
+	/* a PEBS counter's overflow arms the assist; its PMI is the buffer's */
+	if (pebs_counter_enabled(vcpu, ctr))
+		vcpu->pebs_pending |= BIT_ULL(ctr);
+	else if (pmi_enabled(vcpu, ctr))
 		vcpu->pmi_due = true;
 	return true;
 }
@@ -194,6 +197,10 @@ static void update_dirty(struct vpmu_vcpu *vcpu)
 static void apply(struct vpmu_vcpu *vcpu)
 {
 	update_dirty(vcpu);
+	if (vcpu->pebs_pending) {
+		pebs_assist(vcpu);	/* reloads counters: dirty again */
+		update_dirty(vcpu);
+	}
 	while (vcpu->pmi_due) {
 		vcpu->pmi_due = false;
 		pmi_request(vcpu);

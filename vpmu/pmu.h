@@ -81,6 +81,10 @@ struct vpmu_vcpu {
 	uint64_t dirty;			/* counters to update at the next sync */
 	uint64_t unavailable_events;	/* CPUID.0AH:EBX */
 	bool pmi_due;			/* an overflow with INT/PMI is pending */
+	uint64_t pebs_pending;		/* PEBS counters whose overflow awaits its record */
+	uint64_t last_ip;		/* the last fed instruction: PEBS EventingIP */
+	uint64_t last_dla;
+	uint64_t last_latency;		/* its modelled cycles: timed PEBS */
 	vpmu_pmi_fn pmi;
 	void *pmi_data;
 	vpmu_regs_fn regs;
@@ -127,6 +131,10 @@ static inline void counter_write(struct vpmu_vcpu *vcpu, unsigned int ctr, uint6
 	counter_hw(vcpu, ctr)->discard = true;
 	vcpu->dirty |= 1ULL << ctr;
 }
+
+/* pebs.c */
+bool pebs_counter_enabled(const struct vpmu_vcpu *vcpu, unsigned int ctr);
+void pebs_assist(struct vpmu_vcpu *vcpu);
 
 /* stats.c */
 void stats_publish(struct vpmu_vcpu *vcpu);

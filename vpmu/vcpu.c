@@ -137,6 +137,7 @@ void vpmu_vcpu_reset(struct vpmu_vcpu *vcpu, enum vpmu_reset_kind kind)
 		vcpu->debugctl &= ~(DEBUGCTLMSR_TR | DEBUGCTLMSR_BTS | DEBUGCTLMSR_BTINT);
 		vcpu->pebs_enable = 0;
 		vcpu->pebs_index &= ~ARCH_PEBS_INDEX_EN;
+		vcpu->pebs_pending = 0;
 		return;
 	}
 	/*
@@ -150,6 +151,7 @@ void vpmu_vcpu_reset(struct vpmu_vcpu *vcpu, enum vpmu_reset_kind kind)
 	vcpu->fixed_ctrl = 0;
 	vcpu->global_ctrl = vcpu->model.version >= 2 ? vcpu->mask.gp : 0;
 	vcpu->global_status = 0;
+	vcpu->pebs_pending = 0;
 	vcpu->perf_metrics = 0;
 	vcpu->debugctl = 0;
 	vcpu->pebs_enable = 0;

@@ -296,6 +296,11 @@ struct vpmu_stats {
 	uint64_t pmis_delivered;
 	uint64_t global_status;
 	uint64_t global_ctrl;
+	uint64_t pebs_records;	/* PEBS records written into the guest */
+	uint64_t pebs_bytes;
+	uint64_t pebs_skipped;	/* records the bounds check or a guest page fault skipped */
+	uint64_t pebs_deferred;	/* times a record waited for guest registers */
+	uint64_t walk_faults;	/* guest page walks to the DS area that failed */
 	char model[32];
 	char backend[16];
 	struct vpmu_counter_stats counters[VPMU_STATS_COUNTERS];
