@@ -7,8 +7,11 @@
 #ifndef VPMU_TEST_FACTS_H
 #define VPMU_TEST_FACTS_H
 
+#include <criterion/criterion.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "vpmu/vpmu.h"
 
 #define B(n)		(1ULL << (n))
 #define LOW(n)		((n) >= 64 ? ~0ULL : (1ULL << (n)) - 1)
@@ -54,5 +57,33 @@ static const struct model_facts facts[] = {
  */
 static unsigned int fact_index[] = { 0, 1, 2, 3 };
 _Static_assert(sizeof(fact_index) / sizeof(fact_index[0]) == NR_FACTS, "one index per model");
+
+/* A vCPU of `model` with the given backend, created or the test fails. */
+static inline struct vpmu_vcpu *test_vcpu(const char *model, enum vpmu_backend backend)
+{
+	struct vpmu_config cfg;
+	struct vpmu_vcpu *v = NULL;
+
+	vpmu_config_init(&cfg);
+	cfg.model = model;
+	cfg.backend = backend;
+	cr_assert_eq(vpmu_vcpu_new(&cfg, &v), 0, "vpmu_vcpu_new(%s)", model);
+	return v;
+}
+
+/* RDMSR that must succeed. */
+static inline uint64_t test_rdmsr(struct vpmu_vcpu *v, uint32_t msr)
+{
+	uint64_t val = 0xdeadbeef;
+
+	cr_assert_eq(vpmu_msr_read(v, msr, &val), 0, "rdmsr %#x", msr);
+	return val;
+}
+
+/* WRMSR that must succeed. */
+static inline void test_wrmsr(struct vpmu_vcpu *v, uint32_t msr, uint64_t val)
+{
+	cr_assert_eq(vpmu_msr_write(v, msr, val), 0, "wrmsr %#x %#llx", msr, (unsigned long long)val);
+}
 
 #endif

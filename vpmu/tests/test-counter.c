@@ -70,18 +70,9 @@ static struct vpmu_vcpu *vcpu(const char *model)
 	return vcpu_v(model, -1);
 }
 
-static uint64_t rd(struct vpmu_vcpu *v, uint32_t msr)
-{
-	uint64_t val = 0;
+#define rd test_rdmsr
 
-	cr_assert_eq(vpmu_msr_read(v, msr, &val), 0, "rdmsr %#x", msr);
-	return val;
-}
-
-static void wr(struct vpmu_vcpu *v, uint32_t msr, uint64_t val)
-{
-	cr_assert_eq(vpmu_msr_write(v, msr, val), 0, "wrmsr %#x %#llx", msr, (unsigned long long)val);
-}
+#define wr test_wrmsr
 
 /* n instructions, 1 cycle and 1 reference cycle each, at `cpl` */
 static void run(struct vpmu_vcpu *v, uint64_t n, unsigned int cpl)

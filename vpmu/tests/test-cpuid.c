@@ -12,14 +12,7 @@
 
 static struct vpmu_vcpu *new_vcpu(const char *model)
 {
-	struct vpmu_config cfg;
-	struct vpmu_vcpu *v = NULL;
-
-	vpmu_config_init(&cfg);
-	cfg.model = model;
-	cfg.backend = VPMU_BACKEND_EXACT;
-	cr_assert_eq(vpmu_vcpu_new(&cfg, &v), 0);
-	return v;
+	return test_vcpu(model, VPMU_BACKEND_EXACT);
 }
 
 static struct vpmu_cpuid_entry leaf(struct vpmu_vcpu *v, uint32_t fn, uint32_t idx)

@@ -146,13 +146,7 @@ static void expected(const struct model_facts *f, struct exp_table *t)
 
 static struct vpmu_vcpu *new_vcpu(const char *model)
 {
-	struct vpmu_config cfg;
-	struct vpmu_vcpu *v = NULL;
-
-	vpmu_config_init(&cfg);
-	cfg.model = model;
-	cr_assert_eq(vpmu_vcpu_new(&cfg, &v), 0, "vpmu_vcpu_new(%s)", model);
-	return v;
+	return test_vcpu(model, VPMU_BACKEND_NONE);
 }
 
 static const struct exp_msr *find(const struct exp_table *t, uint32_t msr)
@@ -163,13 +157,7 @@ static const struct exp_msr *find(const struct exp_table *t, uint32_t msr)
 	return NULL;
 }
 
-static uint64_t rd(struct vpmu_vcpu *v, uint32_t msr)
-{
-	uint64_t val = 0xdeadbeef;
-
-	cr_assert_eq(vpmu_msr_read(v, msr, &val), 0, "rdmsr %#x", msr);
-	return val;
-}
+#define rd test_rdmsr
 
 /* The library's MSR list and the table above are the same set. */
 Test(msr, list_matches_table)

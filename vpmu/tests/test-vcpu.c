@@ -22,22 +22,10 @@ static void capture(void *data, enum vpmu_log_level level, const char *msg)
 
 static struct vpmu_vcpu *new_vcpu(const char *model)
 {
-	struct vpmu_config cfg;
-	struct vpmu_vcpu *v = NULL;
-
-	vpmu_config_init(&cfg);
-	cfg.model = model;
-	cr_assert_eq(vpmu_vcpu_new(&cfg, &v), 0);
-	return v;
+	return test_vcpu(model, VPMU_BACKEND_NONE);
 }
 
-static uint64_t rd(struct vpmu_vcpu *v, uint32_t msr)
-{
-	uint64_t val = 0;
-
-	cr_assert_eq(vpmu_msr_read(v, msr, &val), 0, "rdmsr %#x", msr);
-	return val;
-}
+#define rd test_rdmsr
 
 Test(models, names_are_case_insensitive)
 {
