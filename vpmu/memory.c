@@ -42,5 +42,6 @@ int vpmu_vcpu_set_memory(struct vpmu_vcpu *vcpu, const struct vpmu_mem_region *r
 	vcpu->mem_regions = r;
 	vcpu->mem.regions = r;
 	vcpu->mem.nr = nr;
+	walk_cache_reset(&vcpu->walk_cache);
 	return 0;
 }

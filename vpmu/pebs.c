@@ -141,7 +141,8 @@ static void legacy_assist(struct vpmu_vcpu *vcpu, uint64_t ctrs, const struct pe
 		}
 	}
 
-	if (walk_read(&vcpu->mem, p, ds + DS_PEBS_BASE, area, sizeof(area), flags) < 0) {
+	if (walk_read_cached(&vcpu->mem, p, ds + DS_PEBS_BASE, area, sizeof(area), flags,
+				      &vcpu->walk_cache) < 0) {
 		vcpu->stats.walk_faults++;
 		vcpu->stats.pebs_skipped++;
 		return;
@@ -152,12 +153,14 @@ static void legacy_assist(struct vpmu_vcpu *vcpu, uint64_t ctrs, const struct pe
 	if (!size || index < area[0] || index > area[2] || area[2] - index < size) {
 		vcpu->stats.pebs_skipped++;
 	} else if (pebs_record_build(&cfg, s, record, sizeof(record)) != size ||
-		   walk_write(&vcpu->mem, p, index, record, size, flags) < 0) {
+		   walk_write_cached(&vcpu->mem, p, index, record, size, flags,
+				      &vcpu->walk_cache) < 0) {
 		vcpu->stats.walk_faults++;
 		vcpu->stats.pebs_skipped++;
 	} else {
 		index += size;
-		if (walk_write(&vcpu->mem, p, ds + DS_PEBS_INDEX, &index, sizeof(index), flags) < 0) {
+		if (walk_write_cached(&vcpu->mem, p, ds + DS_PEBS_INDEX, &index, sizeof(index), flags,
+				      &vcpu->walk_cache) < 0) {
 			vcpu->stats.walk_faults++;
 		} else {
 			vcpu->stats.pebs_records++;
@@ -180,7 +183,8 @@ static void legacy_assist(struct vpmu_vcpu *vcpu, uint64_t ctrs, const struct pe
 		uint64_t slot = ctr >= 32 ? DS_PEBS_FIXED_RESET(fmt, ctr - 32) : DS_PEBS_GP_RESET(ctr);
 
 		vcpu->global_status &= ~BIT_ULL(ctr);
-		if (walk_read(&vcpu->mem, p, ds + slot, &reset, sizeof(reset), flags) < 0) {
+		if (walk_read_cached(&vcpu->mem, p, ds + slot, &reset, sizeof(reset), flags,
+				      &vcpu->walk_cache) < 0) {
 			vcpu->stats.walk_faults++;
 			continue;
 		}

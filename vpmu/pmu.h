@@ -93,6 +93,7 @@ struct vpmu_vcpu {
 	/* guest RAM for PEBS records */
 	struct guest_region *mem_regions;
 	struct guest_mem mem;
+	struct walk_cache walk_cache;
 
 	/* statistics: `stats` is the vCPU thread's, `pub` what readers see */
 	struct vpmu_stats stats;

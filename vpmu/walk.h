@@ -71,4 +71,38 @@ int walk_write(const struct guest_mem *mem, const struct walk_paging *p, uint64_
 int walk_read(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla,
 	      void *dst, size_t len, unsigned int flags);
 
+/*
+ * A validated translation cache for walk_write_cached/walk_read_cached:
+ * a hit re-reads every paging-structure entry the cached walk used and
+ * compares it with what that walk left there (A/D included), so it is
+ * exactly the translation a fresh walk would give now -- the guest's
+ * tables at the time of the access, not a TLB that needs flushing --
+ * for a few loads instead of a walk. Long-mode and 32-bit paging only
+ * (PAE PDPTEs have no A bit and are not traced). One owner thread; reset
+ * it whenever the guest_mem regions change.
+ */
+#define WALK_CACHE_LINES	4
+#define WALK_CACHE_LEVELS	5
+
+struct walk_cache_line {
+	bool valid;
+	unsigned int flags;
+	unsigned int nr, size;			/* traced entries and their width */
+	uint64_t page;				/* gla >> 12 */
+	struct walk_paging p;
+	uint8_t *hva;				/* host address of the 4 KiB page */
+	void *entry[WALK_CACHE_LEVELS];
+	uint64_t value[WALK_CACHE_LEVELS];
+};
+
+struct walk_cache {
+	struct walk_cache_line line[WALK_CACHE_LINES];
+};
+
+void walk_cache_reset(struct walk_cache *c);
+int walk_write_cached(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla,
+		      const void *src, size_t len, unsigned int flags, struct walk_cache *c);
+int walk_read_cached(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla,
+		     void *dst, size_t len, unsigned int flags, struct walk_cache *c);
+
 #endif
