@@ -583,3 +583,29 @@ Test(pebs, random_tables_never_write_outside)
 	free(before);
 	ram = NULL;
 }
+
+/* The adaptive LBR group reads the LBR stack from TOS backwards (Table 22-101). */
+Test(pebs, adaptive_lbr_group)
+{
+	setup("Icelake-Server", 4);
+	ds(0, 0x1000, 0x1000);
+	wr(0x1d9, B(0));			/* DEBUGCTL.LBR */
+	vpmu_lbr_branch(g.v, 0x1000, 0x1100, VPMU_BR_JMP, 0, 3);
+	vpmu_lbr_branch(g.v, 0x2000, 0x2200, VPMU_BR_CALL, 0, 4);
+	vpmu_lbr_branch(g.v, 0x3000, 0x3300, VPMU_BR_RET, 0, 5);
+	wr(0x3f2, B(3) | (2ULL << 24));		/* LBRs, 3 entries */
+	wr(0x4c1, 0xffffffffffffULL);
+	wr(0x186, 0x4300c0 | B(34));		/* Adaptive_Record */
+	wr(0x3f1, 1);
+	vpmu_vcpu_sync(g.v);
+	run(1, 0x4000);
+	cr_expect_eq(buf64(0x00), (104ULL << 48) | B(3) | (2ULL << 24), "32 + 3 x 24 bytes");
+	cr_expect_eq(buf64(0x20), 0x3000, "LBR[TOS].FROM");
+	cr_expect_eq(buf64(0x28), 0x3300, "LBR[TOS].TO");
+	cr_expect_eq(buf64(0x30), 5, "LBR[TOS].INFO");
+	cr_expect_eq(buf64(0x38), 0x2000, "LBR[TOS-1].FROM");
+	cr_expect_eq(buf64(0x50), 0x1000, "LBR[TOS-2].FROM");
+	cr_expect_eq(buf64(0x60), 3, "LBR[TOS-2].INFO");
+	cr_expect_eq(buf64(0x68), 0, "nothing past the record");
+	vpmu_vcpu_free(g.v);
+}
