@@ -24,13 +24,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/*
- * Compiled into this target rather than linked from libvmm-glue: that
- * library is built without -fsanitize=fuzzer-no-link, so libFuzzer would
- * get no coverage from the loader. The archive's copy is then never pulled
- * in, as vmm_load_kernel is already defined here.
- */
-#include "loader.c"
+#include "loader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

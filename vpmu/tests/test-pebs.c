@@ -16,6 +16,7 @@
 #include "facts.h"
 
 #define RAM_SIZE	(16ULL << 20)
+#define PROP_RAM	(2ULL << 20)	/* the property test's smaller guest */
 #define PTE_P		B(0)
 #define PTE_RW		B(1)
 #define PTE_US		B(2)
@@ -482,11 +483,11 @@ Test(pebs, random_tables_never_write_outside)
 	uint8_t *block;
 
 	/* RAM with guard bytes on both sides */
-	block = malloc(RAM_SIZE + 2 * 4096);
-	before = malloc(RAM_SIZE);
+	block = malloc(PROP_RAM + 2 * 4096);
+	before = malloc(PROP_RAM);
 	cr_assert(block && before);
 	guard_lo = block;
-	guard_hi = block + 4096 + RAM_SIZE;
+	guard_hi = block + 4096 + PROP_RAM;
 	for (unsigned int c = 0; c < cases; c++) {
 		struct vpmu_config cfg;
 		struct vpmu_mem_region r;
@@ -497,16 +498,16 @@ Test(pebs, random_tables_never_write_outside)
 		memset(guard_hi, 0x5a, 4096);
 		ram = block + 4096;
 		/* random RAM: DS area contents, reset slots, stray table entries */
-		for (uint64_t i = 0; i < RAM_SIZE / 8; i += 1 + (rand_r(&seed) & 7))
+		for (uint64_t i = 0; i < PROP_RAM / 8; i += 1 + (rand_r(&seed) & 7))
 			((uint64_t *)ram)[i] = ((uint64_t)rand_r(&seed) << 33) ^
 					       ((uint64_t)rand_r(&seed) << 12) ^ (uint64_t)rand_r(&seed);
 		/* the mappings: pages anywhere in RAM or up to 8 pages past it */
 		levels = rand_r(&seed) & 1 ? 5 : 4;
 		next_table = 0x10000 + (uint64_t)(rand_r(&seed) % 64) * 0x1000;
 		g.regs.cr3 = alloc_table();
-		ds_pa = (uint64_t)(rand_r(&seed) % (RAM_SIZE / 4096 + 8)) * 4096;
-		pa0 = (uint64_t)(rand_r(&seed) % (RAM_SIZE / 4096 + 8)) * 4096;
-		pa1 = (uint64_t)(rand_r(&seed) % (RAM_SIZE / 4096 + 8)) * 4096;
+		ds_pa = (uint64_t)(rand_r(&seed) % (PROP_RAM / 4096 + 8)) * 4096;
+		pa0 = (uint64_t)(rand_r(&seed) % (PROP_RAM / 4096 + 8)) * 4096;
+		pa1 = (uint64_t)(rand_r(&seed) % (PROP_RAM / 4096 + 8)) * 4096;
 		large = rand_r(&seed) % 4 == 0;
 		if (large)
 			pa0 &= ~0x1fffffULL;
@@ -515,14 +516,14 @@ Test(pebs, random_tables_never_write_outside)
 		if (!large)
 			map(g.regs.cr3, BUF_LA + 0x1000, pa1, PTE_P | (rand_r(&seed) & 1 ? PTE_RW : 0),
 			    false);
-		memcpy(before, ram, RAM_SIZE);
+		memcpy(before, ram, PROP_RAM);
 
 		vpmu_config_init(&cfg);
 		cfg.model = vpmu_model_name(c % vpmu_model_count());
 		cfg.backend = VPMU_BACKEND_EXACT;
 		cfg.regs = get_regs;
 		cr_assert_eq(vpmu_vcpu_new(&cfg, &g.v), 0);
-		r = (struct vpmu_mem_region){ .gpa = 0, .size = RAM_SIZE, .hva = ram };
+		r = (struct vpmu_mem_region){ .gpa = 0, .size = PROP_RAM, .hva = ram };
 		cr_assert_eq(vpmu_vcpu_set_memory(g.v, &r, 1), 0);
 		g.regs.cr0 = CR0_PG | (rand_r(&seed) & 1 ? CR0_WP : 0) | 1;
 		g.regs.cr4 = CR4_PAE | (levels == 5 ? CR4_LA57 : 0) | (rand_r(&seed) & 1 ? B(21) : 0);
@@ -532,7 +533,7 @@ Test(pebs, random_tables_never_write_outside)
 		vpmu_msr_write(g.v, 0x600, rand_r(&seed) & 1 ? DS_LA : ((uint64_t)rand_r(&seed) << 20));
 		vpmu_msr_write(g.v, 0x3f1, (uint64_t)rand_r(&seed) & 0xff);
 		vpmu_msr_write(g.v, 0x3f2, (uint64_t)rand_r(&seed) & 0xff00000f);
-		vpmu_msr_write(g.v, 0x3f4, ((uint64_t)rand_r(&seed) % (RAM_SIZE / 4096 + 8)) << 12 |
+		vpmu_msr_write(g.v, 0x3f4, ((uint64_t)rand_r(&seed) % (PROP_RAM / 4096 + 8)) << 12 |
 					   (rand_r(&seed) & 3));
 		vpmu_msr_write(g.v, 0x3f5, B(32) | ((uint64_t)rand_r(&seed) & 0x7fffff0) |
 					   ((uint64_t)rand_r(&seed) & 0x7fffff) << 36);
@@ -555,7 +556,7 @@ Test(pebs, random_tables_never_write_outside)
 			if (guard_lo[i] != 0x5a || guard_hi[i] != 0x5a)
 				cr_assert_fail("case %u: a write landed outside guest RAM", c);
 		/* inside RAM every changed byte is a record, the DS index or an A/D bit */
-		for (uint64_t i = 0; i < RAM_SIZE; i++) {
+		for (uint64_t i = 0; i < PROP_RAM; i++) {
 			bool in_buf = (i >= pa0 && i < pa0 + (large ? 0x200000 : 0x1000)) ||
 				      (!large && i >= pa1 && i < pa1 + 0x1000);
 			bool in_index = i >= ds_pa + 0x28 && i < ds_pa + 0x30;

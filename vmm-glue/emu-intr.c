@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Event delivery through the guest IDT (SDM Vol. 3A ch. 6): interrupt and
+ * trap gates in IA-32e mode (16-byte gates, IST, 64-bit frame aligned to
+ * 16 bytes) and in 32-bit protected mode (8-byte gates, 32-bit frame),
+ * with the stack switch to the TSS stack on a privilege change. Unicorn
+ * delivers nothing itself: the VMM writes the frame and loads CS:RIP.
+ * Task gates and 16-bit gates are not supported (delivery fails: #DF).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "emu-priv.h"
+
+#define RFLAGS_TF	(1ull << 8)
+#define RFLAGS_IF	(1ull << 9)
+#define RFLAGS_NT	(1ull << 14)
+#define RFLAGS_RF	(1ull << 16)
+#define RFLAGS_VM	(1ull << 17)
+#define EFER_LMA	(1ull << 10)
+
+static int read_desc(struct emu *emu, uint16_t sel, uint64_t *ret)
+{
+	uc_x86_mmr gdtr;
+
+	if (sel & 4)
+		return -EFAULT;	/* LDT selectors: unsupported */
+	if (uc_reg_read(emu->uc, UC_X86_REG_GDTR, &gdtr) != UC_ERR_OK)
+		return -EFAULT;
+	if ((uint32_t)(sel & ~7u) + 7 > gdtr.limit)
+		return -EFAULT;
+	return mmu_read(emu, gdtr.base + (sel & ~7u), ret, 8) < 0 ? -EFAULT : 0;
+}
+
+void emu_refresh_mode(struct emu *emu)
+{
+	uint16_t cs = (uint16_t)emu_reg(emu, UC_X86_REG_CS);
+	uint64_t d;
+
+	emu->cpl = cs & 3;
+	if (read_desc(emu, cs, &d) == 0 && (d >> 47 & 1))
+		emu->cs64 = d >> 53 & 1;
+}
+
+static int load_seg(struct emu *emu, int reg, uint16_t sel)
+{
+	uc_x86_mmr gdtr;
+
+	if (uc_reg_read(emu->uc, UC_X86_REG_GDTR, &gdtr) == UC_ERR_OK && !(sel & 4) && sel >= 8 &&
+	    !mmu_ensure(emu, gdtr.base + (sel & ~7u)))
+		return -EFAULT;
+	return uc_reg_write(emu->uc, reg, &sel) == UC_ERR_OK ? 0 : -EFAULT;
+}
+
+int intr_deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip)
+{
+	bool lm = emu->efer & EFER_LMA;
+	unsigned int gate_size = lm ? 16 : 8, type, ist, dpl, wsz = lm ? 8 : 4, n = 0;
+	uint64_t gate[2] = { 0, 0 }, desc, handler, rsp, rflags, frame[6];
+	uint16_t sel, cs, ss;
+	uc_x86_mmr idtr, tr;
+	uint8_t buf[48];
+
+	if (uc_reg_read(emu->uc, UC_X86_REG_IDTR, &idtr) != UC_ERR_OK)
+		return -EFAULT;
+	if ((uint64_t)vector * gate_size + gate_size - 1 > idtr.limit)
+		return -EFAULT;
+	if (mmu_read(emu, idtr.base + (uint64_t)vector * gate_size, gate, gate_size) < 0)
+		return -EFAULT;
+	type = (unsigned int)(gate[0] >> 40 & 0xf);
+	if (!(gate[0] >> 47 & 1) || (type != 0xe && type != 0xf))
+		return -EFAULT;
+	sel = (uint16_t)(gate[0] >> 16);
+	handler = (gate[0] & 0xffff) | (gate[0] >> 32 & 0xffff0000ull);
+	if (lm)
+		handler |= gate[1] << 32;
+	ist = lm ? (unsigned int)(gate[0] >> 32 & 7) : 0;
+	if (read_desc(emu, sel, &desc) < 0 || !(desc >> 47 & 1) || !(desc >> 43 & 1))
+		return -EFAULT;
+	dpl = (unsigned int)(desc >> 45 & 3);
+	if (dpl > emu->cpl)
+		return -EFAULT;
+
+	cs = (uint16_t)emu_reg(emu, UC_X86_REG_CS);
+	ss = (uint16_t)emu_reg(emu, UC_X86_REG_SS);
+	rsp = emu_reg(emu, UC_X86_REG_RSP);
+	rflags = emu_reg(emu, UC_X86_REG_RFLAGS);
+	if (!lm)
+		rsp &= 0xffffffffull;
+
+	if (dpl < emu->cpl || ist) {
+		if (uc_reg_read(emu->uc, UC_X86_REG_TR, &tr) != UC_ERR_OK)
+			return -EFAULT;
+		if (lm) {
+			uint64_t off = ist ? 0x24 + 8 * (ist - 1) : 4 + 8 * dpl, v;
+
+			if (mmu_read(emu, tr.base + off, &v, 8) < 0)
+				return -EFAULT;
+			if (dpl < emu->cpl)
+				emu_set_reg(emu, UC_X86_REG_SS, dpl);	/* null SS, RPL = new CPL */
+			/* the old stack goes in the frame below */
+			frame[n++] = ss;
+			frame[n++] = rsp;
+			rsp = v;
+		} else {
+			uint32_t esp;
+			uint16_t nss;
+
+			if (mmu_read(emu, tr.base + 4 + 8 * dpl, &esp, 4) < 0 ||
+			    mmu_read(emu, tr.base + 8 + 8 * dpl, &nss, 2) < 0)
+				return -EFAULT;
+			frame[n++] = ss;
+			frame[n++] = rsp;
+			if (load_seg(emu, UC_X86_REG_SS, nss) < 0)
+				return -EFAULT;
+			rsp = esp;
+		}
+	} else if (lm) {
+		frame[n++] = ss;
+		frame[n++] = rsp;
+	}
+	if (lm)
+		rsp &= ~15ull;
+	frame[n++] = rflags;
+	frame[n++] = cs;
+	frame[n++] = rip;
+	if (has_err)
+		frame[n++] = err;
+	rsp -= (uint64_t)n * wsz;
+	/* lowest address first: reverse push order */
+	for (unsigned int i = 0; i < n; i++) {
+		uint64_t v = frame[n - 1 - i];
+
+		memcpy(buf + i * wsz, &v, wsz);
+	}
+	if (mmu_write(emu, lm ? rsp : rsp & 0xffffffffull, buf, (size_t)n * wsz) < 0)
+		return -EFAULT;
+
+	if (sel != cs && load_seg(emu, UC_X86_REG_CS, sel) < 0)
+		return -EFAULT;
+	rflags &= ~(RFLAGS_TF | RFLAGS_NT | RFLAGS_RF | RFLAGS_VM);
+	if (type == 0xe)
+		rflags &= ~RFLAGS_IF;
+	emu_set_reg(emu, UC_X86_REG_RFLAGS, rflags);
+	emu_set_reg(emu, UC_X86_REG_RSP, rsp);
+	emu_set_reg(emu, UC_X86_REG_RIP, handler);
+	emu->resume_rip = handler;
+	if (emu->pmu && vpmu_lbr_active(emu->pmu)) {
+		vpmu_lbr_branch(emu->pmu, rip, handler, VPMU_BR_FAR, emu->cpl, emu->lbr_cycles);
+		emu->lbr_cycles = 0;
+	}
+	emu->cpl = dpl;
+	emu_refresh_mode(emu);
+	return 0;
+}

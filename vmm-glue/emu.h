@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The emulator vCPU of vpmu-vmm: Unicorn runs the guest, Capstone
+ * classifies its instructions, and every retired instruction is fed to
+ * the vPMU's exact backend. One vCPU, one block of RAM at guest-physical 0.
+ */
+#ifndef VMM_EMU_H
+#define VMM_EMU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "loader.h"
+#include "platform.h"
+
+struct emu;
+struct vpmu_vcpu;
+
+struct emu_config {
+	const char *model;	/* guest CPU model (vpmu model name) */
+	uint64_t mem_size;	/* bytes of RAM, a multiple of 4 KiB */
+	bool pmu;		/* attach the vPMU (false: no PMU, nothing counted) */
+	FILE *serial_out;	/* guest serial output */
+	uint64_t max_instructions; /* stop with an error past this many; 0 = no limit */
+};
+
+struct emu_stats {
+	uint64_t instructions;	/* retired guest instructions */
+	uint64_t cycles;	/* modelled core cycles (= guest TSC ticks) */
+	uint64_t blocks;	/* translated-block entries counted in bulk */
+	uint64_t stepped;	/* instructions counted one by one */
+	uint64_t step_entries;	/* switches into single-step mode */
+	uint64_t tb_flushes;
+	uint64_t aliases;	/* guest-linear ranges mapped onto RAM */
+	uint64_t alias_flushes;
+	uint64_t msr_exits, cpuid_exits, io_exits, rdpmc_exits;
+	uint64_t interrupts, nmis, exceptions;
+	uint64_t pmis;		/* PMIs delivered through the LVT */
+};
+
+void emu_config_init(struct emu_config *cfg);
+
+/* -EINVAL (bad config, `err` says why), -ENOMEM, -EIO (Unicorn/Capstone). */
+int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t errlen);
+void emu_free(struct emu *emu);
+
+struct vmm_ram emu_ram(struct emu *emu);
+struct vpmu_vcpu *emu_vpmu(struct emu *emu);
+struct platform *emu_platform(struct emu *emu);
+
+/* Put the vCPU in the state `boot` asks for; `arg` goes to RDI (ELF64) . */
+int emu_boot(struct emu *emu, const struct vmm_boot *boot, uint64_t arg, char *err, size_t errlen);
+
+/*
+ * Run until the guest writes the debug-exit port (0, *ret_status = its
+ * exit status) or fails (-EFAULT: the guest did something the VMM cannot
+ * go on from, such as a triple fault; `err` holds one line).
+ */
+int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen);
+
+void emu_get_stats(const struct emu *emu, struct emu_stats *ret);
+
+#endif
