@@ -19,7 +19,9 @@
 
 #define RAM_SIZE	(64u << 20)
 #define BUF_LA		0xffffc90000000000ULL
-#define BUF_PAGES	512u			/* 2 MiB of PEBS buffer */
+/* the PEBS buffer Linux gives each CPU: 64 KiB, refilled from its base after each drain */
+#define BUF_PAGES	16u
+#define FILLS		32
 #define BUF_PA		(16u << 20)
 
 static uint8_t *ram;
@@ -87,7 +89,8 @@ int main(void)
 	p = (struct walk_paging){ .cr0 = (1u << 31) | (1u << 16) | 1, .cr3 = cr3,
 				  .cr4 = 1u << 5, .efer = (1u << 8) | (1u << 10) };
 
-	printf("PEBS records into a guest buffer of 4 KiB pages (4-level tables), best of 5\n");
+	printf("PEBS records into a 64 KiB guest buffer of scattered 4 KiB pages (4-level tables),"
+	       " filled 32 times, best of 5\n");
 	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 		size_t size = sizes[k], n = (BUF_PAGES * 4096ULL) / size;
 		double best_w = 1e30, best_m = 1e30, best_c = 1e30;
@@ -105,39 +108,44 @@ int main(void)
 				return 1;
 			dst2[i] = ram + res.gpa;
 		}
+		walk_cache_reset(&cache);
 		for (int rep = 0; rep < 5; rep++) {
-			double t0 = now_ns(), t1, t2;
+			double t0 = now_ns(), t1, t2, t3;
 
-			for (size_t i = 0; i < n; i++)
-				if (walk_write(&mem, &p, BUF_LA + i * size, record, size,
-					       WALK_IMPLICIT_SUPERVISOR) < 0) {
-					fprintf(stderr, "bench-pebs: walk failed at record %zu\n", i);
-					return 1;
-				}
+			for (int fill = 0; fill < FILLS; fill++)
+				for (size_t i = 0; i < n; i++)
+					if (walk_write(&mem, &p, BUF_LA + i * size, record, size,
+						       WALK_IMPLICIT_SUPERVISOR) < 0) {
+						fprintf(stderr, "bench-pebs: walk failed at record %zu\n", i);
+						return 1;
+					}
 			t1 = now_ns();
-			for (size_t i = 0; i < n; i++) {
-				memcpy(dst[i], record, first[i]);
-				if (first[i] < size)
-					memcpy(dst2[i], record + first[i], size - first[i]);
-			}
-			t2 = now_ns();
-			walk_cache_reset(&cache);
-			for (size_t i = 0; i < n; i++)
-				if (walk_write_cached(&mem, &p, BUF_LA + i * size, record, size,
-						      WALK_IMPLICIT_SUPERVISOR | WALK_SET_AD, &cache) < 0) {
-					fprintf(stderr, "bench-pebs: cached walk failed at record %zu\n", i);
-					return 1;
+			for (int fill = 0; fill < FILLS; fill++)
+				for (size_t i = 0; i < n; i++) {
+					memcpy(dst[i], record, first[i]);
+					if (first[i] < size)
+						memcpy(dst2[i], record + first[i], size - first[i]);
 				}
+			t2 = now_ns();
+			for (int fill = 0; fill < FILLS; fill++)
+				for (size_t i = 0; i < n; i++)
+					if (walk_write_cached(&mem, &p, BUF_LA + i * size, record, size,
+							      WALK_IMPLICIT_SUPERVISOR | WALK_SET_AD,
+							      &cache) < 0) {
+						fprintf(stderr, "bench-pebs: cached walk failed at record %zu\n", i);
+						return 1;
+					}
+			t3 = now_ns();
 			best_w = t1 - t0 < best_w ? t1 - t0 : best_w;
 			best_m = t2 - t1 < best_m ? t2 - t1 : best_m;
-			best_c = now_ns() - t2 < best_c ? now_ns() - t2 : best_c;
+			best_c = t3 - t2 < best_c ? t3 - t2 : best_c;
 		}
-		printf("  %4zu-byte records: memcpy %6.2f Mrec/s %7.1f MB/s\n", size, n / best_m * 1e3,
-		       n * size / best_m * 1e3);
+		printf("  %4zu-byte records: memcpy %6.2f Mrec/s %7.1f MB/s\n", size, FILLS * n / best_m * 1e3,
+		       FILLS * n * size / best_m * 1e3);
 		printf("      full walk each record  %6.2f Mrec/s %7.1f MB/s  ratio %.2f\n",
-		       n / best_w * 1e3, n * size / best_w * 1e3, best_m / best_w);
+		       FILLS * n / best_w * 1e3, FILLS * n * size / best_w * 1e3, best_m / best_w);
 		printf("      validated cache (PEBS) %6.2f Mrec/s %7.1f MB/s  ratio %.2f (target >= 0.50)\n",
-		       n / best_c * 1e3, n * size / best_c * 1e3, best_m / best_c);
+		       FILLS * n / best_c * 1e3, FILLS * n * size / best_c * 1e3, best_m / best_c);
 	}
 	free(ram);
 	free(dst);

@@ -81,7 +81,7 @@ int walk_read(const struct guest_mem *mem, const struct walk_paging *p, uint64_t
  * (PAE PDPTEs have no A bit and are not traced). One owner thread; reset
  * it whenever the guest_mem regions change.
  */
-#define WALK_CACHE_LINES	4
+#define WALK_CACHE_LINES	16	/* a 64 KiB PEBS buffer (Linux's) and the DS page */
 #define WALK_CACHE_LEVELS	5
 
 struct walk_cache_line {
