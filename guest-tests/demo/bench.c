@@ -2,24 +2,53 @@
 /*
  * bench/bench-emu's guest: a loop of a known instruction count, run in the
  * mode the host passes in RDI: 0 no counters, 1 every counter counting
- * with no overflow near, 2 GP0 sampling INST_RETIRED every 10 000
- * instructions with a PMI each time.
+ * with no overflow near, 2 GP0 a PEBS counter on INST_RETIRED.PREC_DIST
+ * with a period of 10 000 (counter and DS reset slot at -10 000), a
+ * 64 KiB buffer as perf's default, the threshold one record below its end:
+ * a PMI each time the buffer fills, which empties it.
  */
 #include "guest.h"
 
 #define PMI_VECTOR	0xf0
 #define PERIOD		10000
 #define ITERATIONS	5000000ull	/* 4 instructions each */
+#define BUF_SIZE	65536
 
-static volatile uint64_t pmis;
+/* DS save area, 64-bit layout (SDM Vol. 3B Fig 20-8): PEBS base, index, max, threshold, GP0 reset */
+static volatile uint64_t ds_area[16] __attribute__((aligned(64)));
+static uint8_t pebs_buf[BUF_SIZE] __attribute__((aligned(4096)));
+static volatile uint64_t pmis, records;
+static uint64_t record_size;
 
 static void on_pmi(struct frame *f)
 {
 	pmis++;
-	wrmsr(MSR_IA32_PMC0_FULL, (1ull << 48) - PERIOD);
-	wrmsr(MSR_CORE_PERF_GLOBAL_OVF_CTRL, 1);
-	wrmsr(0x834, PMI_VECTOR);
+	records += (ds_area[5] - ds_area[4]) / record_size;
+	ds_area[5] = ds_area[4];
+	wrmsr(MSR_CORE_PERF_GLOBAL_OVF_CTRL, rdmsr(MSR_CORE_PERF_GLOBAL_STATUS));
+	wrmsr(MSR_LVT_PMI, PMI_VECTOR);
 	apic_eoi();
+}
+
+static void pebs_setup(void)
+{
+	uint64_t base = (uint64_t)pebs_buf;
+	uint32_t r[4];
+
+	cpuid(1, 0, r);
+	/* format 3: 200 bytes; adaptive without Adaptive_Record: the 32-byte Basic group */
+	record_size = r[2] & (1u << 15) &&
+		      PERF_CAP_PEBS_FORMAT(rdmsr(MSR_IA32_PERF_CAPABILITIES)) == 3 ? 200 : 32;
+	ds_area[4] = base;
+	ds_area[5] = base;
+	ds_area[6] = base + BUF_SIZE / record_size * record_size;
+	ds_area[7] = ds_area[6] - record_size;
+	ds_area[8] = (1ull << 48) - PERIOD;
+	wrmsr(MSR_IA32_DS_AREA, (uint64_t)ds_area);
+	wrmsr(MSR_LVT_PMI, PMI_VECTOR);
+	wrmsr(MSR_IA32_PMC0_FULL, (1ull << 48) - PERIOD);
+	wrmsr(MSR_IA32_PERFEVTSEL0, 0x1c0 | EVTSEL_USR | EVTSEL_OS | EVTSEL_INT | EVTSEL_EN);
+	wrmsr(MSR_IA32_PEBS_ENABLE, 1);
 }
 
 int main(uint64_t mode)
@@ -39,9 +68,7 @@ int main(uint64_t mode)
 		wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, 0x333);
 		wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0x70000000full);
 	} else if (mode == 2) {
-		wrmsr(0x834, PMI_VECTOR);
-		wrmsr(MSR_IA32_PMC0_FULL, (1ull << 48) - PERIOD);
-		wrmsr(MSR_IA32_PERFEVTSEL0, 0xc0 | EVTSEL_USR | EVTSEL_OS | EVTSEL_INT | EVTSEL_EN);
+		pebs_setup();
 		wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 1);
 	}
 	__asm__ volatile("1:\n\t"
@@ -51,7 +78,9 @@ int main(uint64_t mode)
 			 "jnz 1b"
 			 : "+r"(acc), "+r"(n));
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
-	printf("bench mode %lu: %llu loop instructions, %lu PMIs, acc %lx\n", mode, ITERATIONS * 4,
-	       pmis, acc);
+	if (mode == 2)
+		records += (ds_area[5] - ds_area[4]) / record_size;
+	printf("bench mode %lu: %llu loop instructions, %lu PMIs, %lu PEBS records, acc %lx\n", mode,
+	       ITERATIONS * 4, pmis, records, acc);
 	exit(0);
 }

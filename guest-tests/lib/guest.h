@@ -15,11 +15,19 @@
 #define MSR_CORE_PERF_GLOBAL_CTRL	0x38f
 #define MSR_CORE_PERF_GLOBAL_OVF_CTRL	0x390
 #define MSR_IA32_PMC0_FULL		0x4c1
+#define MSR_IA32_PERF_CAPABILITIES	0x345
+#define MSR_IA32_PEBS_ENABLE		0x3f1
+#define MSR_PEBS_DATA_CFG		0x3f2
+#define MSR_IA32_DS_AREA		0x600
+#define MSR_LVT_PMI			0x834	/* x2APIC LVT performance counter */
+#define PERF_CAP_PEBS_FORMAT(cap)	(((cap) >> 8) & 0xf)
+#define GLOBAL_STATUS_BUFFER_OVF	(1ull << 62)
 #define DEBUGCTL_FREEZE_PERFMON_ON_PMI	(1ull << 12)
 #define EVTSEL_USR	(1ull << 16)
 #define EVTSEL_OS	(1ull << 17)
 #define EVTSEL_INT	(1ull << 20)
 #define EVTSEL_EN	(1ull << 22)
+#define EVTSEL_ADAPTIVE	(1ull << 34)	/* Adaptive_Record, PEBS format 4+ */
 
 struct frame {
 	uint64_t r15, r14, r13, r12, r11, r10, r9, r8;
@@ -53,6 +61,14 @@ static inline uint64_t rdpmc(uint32_t c)
 	uint32_t lo, hi;
 
 	__asm__ volatile("rdpmc" : "=a"(lo), "=d"(hi) : "c"(c));
+	return (uint64_t)hi << 32 | lo;
+}
+
+static inline uint64_t rdtsc(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
 	return (uint64_t)hi << 32 | lo;
 }
 
