@@ -733,6 +733,15 @@ struct vmm_ram emu_ram(struct emu *emu)
 	return r;
 }
 
+void emu_paging(const struct emu *emu, uint64_t *ret_cr0, uint64_t *ret_cr3, uint64_t *ret_cr4,
+		uint64_t *ret_efer)
+{
+	*ret_cr0 = emu->cr0;
+	*ret_cr3 = emu->cr3;
+	*ret_cr4 = emu->cr4;
+	*ret_efer = emu->efer;
+}
+
 struct vpmu_vcpu *emu_vpmu(struct emu *emu)
 {
 	return emu->pmu;

@@ -48,6 +48,9 @@ void emu_free(struct emu *emu);
 
 struct vmm_ram emu_ram(struct emu *emu);
 struct vpmu_vcpu *emu_vpmu(struct emu *emu);
+/* The guest's paging registers now (CR0, CR3, CR4, EFER), for walks of its memory. */
+void emu_paging(const struct emu *emu, uint64_t *ret_cr0, uint64_t *ret_cr3, uint64_t *ret_cr4,
+		uint64_t *ret_efer);
 struct platform *emu_platform(struct emu *emu);
 
 /* Put the vCPU in the state `boot` asks for; `arg` goes to RDI (ELF64) . */

@@ -6,14 +6,26 @@
  * the isa-debug-exit device.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "bits.h"
 #include "emu.h"
 #include "loader.h"
+#include "msr-index.h"
+#include "walk.h"
+#include "../host-tools/pebs-dump.h"
 #include "vpmu/vpmu.h"
 
 #define EXIT_VMM_ERROR 2	/* even: a debug-exit status is always odd */
@@ -29,7 +41,8 @@ static void usage(FILE *f)
 		"  --host-counters exact|time|perf  what backs guest counters (default exact on emu)\n"
 		"  --append CMDLINE            kernel command line\n"
 		"  --initrd FILE               pass FILE as a multiboot module\n"
-		"  --stats PATH                stats endpoint (not available yet)\n"
+		"  --stats PATH                serve vPMU statistics on Unix socket PATH (read with vpmu-stat)\n"
+		"  --pebs-dump FILE            at exit, write the guest's PEBS buffer to FILE (read with vpmu-pebs)\n"
 		"  --max-insns N               stop with an error after N guest instructions\n"
 		"  -v, --verbose               print a summary of vPMU activity on exit\n"
 		"  -h, --help                  this text\n\n"
@@ -146,6 +159,447 @@ static void summary(struct emu *emu)
 	}
 }
 
+/* ---- the stats endpoint (--stats PATH) ----------------------------------- */
+
+/*
+ * A Unix stream socket served by its own thread: each accepted peer of our
+ * uid gets one JSON snapshot and is closed. Nothing here ever waits on a
+ * client: sockets are non-blocking, the thread sleeps only in poll(), and
+ * a client that does not take its snapshot within STATS_CLIENT_MS is
+ * dropped. vpmu_stats_read() never stops the vCPU.
+ */
+#define STATS_MAX_CLIENTS	32
+#define STATS_CLIENT_MS		2000
+#define STATS_SNAPSHOT_MAX	(1u << 20)
+
+struct stats_client {
+	int fd;
+	char *buf;
+	size_t len, off;
+	uint64_t deadline;	/* CLOCK_MONOTONIC ms */
+};
+
+struct stats_server {
+	int listen_fd;
+	int wake[2];		/* a byte on wake[1] stops the thread */
+	pthread_t thread;
+	bool running;
+	struct vpmu_vcpu *vcpus[1];
+	unsigned int nr_vcpus;
+	struct stats_client clients[STATS_MAX_CLIENTS];
+	unsigned int nr_clients;
+};
+
+/* For the SIGINT/SIGTERM handler: the socket to remove (async-signal-safe unlink). */
+static char stats_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static volatile sig_atomic_t stats_path_set;
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Only a peer of our own effective uid may read the figures. */
+static bool stats_peer_allowed(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred))
+		return false;
+	return cred.uid == geteuid();
+}
+
+/* The snapshot document, malloc'ed; NULL if it cannot be built. */
+static char *stats_snapshot(struct stats_server *srv, size_t *ret_len)
+{
+	size_t cap = 4096, len;
+	char *buf = NULL;
+
+	for (;;) {
+		char *nb = realloc(buf, cap);
+		bool again = false;
+
+		if (!nb)
+			break;
+		buf = nb;
+		len = (size_t)snprintf(buf, cap, "{\"version\":1,\"vmm\":\"vpmu-vmm\",\"pid\":%ld,"
+				       "\"vcpus\":[", (long)getpid());
+		for (unsigned int i = 0; i < srv->nr_vcpus && len < cap; i++) {
+			struct vpmu_stats st;
+			size_t n;
+			int r;
+
+			if (vpmu_stats_read(srv->vcpus[i], &st) < 0)
+				continue;
+			if (i)
+				buf[len++] = ',';
+			r = vpmu_stats_to_json(&st, i, buf + len, cap - len, &n);
+			if (r == -ENOSPC) {
+				again = true;
+				break;
+			}
+			if (r < 0)
+				goto fail;
+			len += n;
+		}
+		if (!again && len + 4 <= cap) {
+			memcpy(buf + len, "]}\n", 4);
+			*ret_len = len + 3;
+			return buf;
+		}
+		if (cap >= STATS_SNAPSHOT_MAX)
+			break;
+		cap *= 2;
+	}
+fail:
+	free(buf);
+	return NULL;
+}
+
+static void stats_drop(struct stats_server *srv, unsigned int i)
+{
+	close(srv->clients[i].fd);
+	free(srv->clients[i].buf);
+	srv->clients[i] = srv->clients[--srv->nr_clients];
+}
+
+static void stats_accept(struct stats_server *srv)
+{
+	/* bounded per round, so a connect storm cannot starve the clients we have */
+	for (unsigned int n = 0; n < 16 && srv->nr_clients < STATS_MAX_CLIENTS; n++) {
+		struct stats_client *c;
+		int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0)
+			return;
+		if (!stats_peer_allowed(fd)) {
+			close(fd);
+			continue;
+		}
+		c = &srv->clients[srv->nr_clients];
+		c->buf = stats_snapshot(srv, &c->len);
+		if (!c->buf) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->off = 0;
+		c->deadline = now_ms() + STATS_CLIENT_MS;
+		srv->nr_clients++;
+	}
+}
+
+/* Returns false when the client is done with (sent, failed or hung up). */
+static bool stats_serve(struct stats_client *c, short revents)
+{
+	char junk[4096];
+	ssize_t n;
+
+	if (revents & POLLIN) {
+		/* a client may send anything; it is read and ignored */
+		while ((n = read(c->fd, junk, sizeof(junk))) > 0)
+			;
+	}
+	if (revents & (POLLERR | POLLNVAL))
+		return false;
+	if (revents & POLLOUT) {
+		while (c->off < c->len) {
+			n = send(c->fd, c->buf + c->off, c->len - c->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n < 0)
+				return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+			c->off += (size_t)n;
+		}
+		shutdown(c->fd, SHUT_WR);
+		return false;
+	}
+	return !(revents & POLLHUP);
+}
+
+static void *stats_thread(void *data)
+{
+	struct stats_server *srv = data;
+	struct pollfd pfd[2 + STATS_MAX_CLIENTS];
+
+	for (;;) {
+		uint64_t now = now_ms(), next = UINT64_MAX;
+		unsigned int nfds = 2;
+		int timeout;
+
+		pfd[0] = (struct pollfd){ .fd = srv->wake[0], .events = POLLIN };
+		/* at the client limit, new peers wait in the backlog */
+		pfd[1] = (struct pollfd){ .fd = srv->nr_clients < STATS_MAX_CLIENTS ? srv->listen_fd : -1,
+					  .events = POLLIN };
+		for (unsigned int i = 0; i < srv->nr_clients; i++) {
+			pfd[nfds++] = (struct pollfd){ .fd = srv->clients[i].fd,
+						       .events = POLLIN | POLLOUT };
+			if (srv->clients[i].deadline < next)
+				next = srv->clients[i].deadline;
+		}
+		timeout = next == UINT64_MAX ? -1 : next <= now ? 0 : (int)(next - now);
+		if (poll(pfd, nfds, timeout) < 0 && errno != EINTR)
+			break;
+		if (pfd[0].revents)
+			break;
+		now = now_ms();
+		/* walk backwards: stats_drop moves the last client into slot i */
+		for (unsigned int i = nfds - 2; i-- > 0;) {
+			if (!stats_serve(&srv->clients[i], pfd[2 + i].revents) ||
+			    srv->clients[i].deadline <= now)
+				stats_drop(srv, i);
+		}
+		if (pfd[1].revents & POLLIN)
+			stats_accept(srv);
+	}
+	while (srv->nr_clients)
+		stats_drop(srv, srv->nr_clients - 1);
+	return NULL;
+}
+
+static void stats_signal(int sig)
+{
+	if (stats_path_set)
+		unlink(stats_path);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Bind `path`, replacing a stale socket nobody listens on. One line in `err` on failure. */
+static int stats_listen(const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat stb;
+	mode_t old;
+	int fd, r;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "--stats %s: path too long (at most %zu bytes)", path,
+			 sizeof(sa.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if (lstat(path, &stb) == 0) {
+		int probe;
+
+		if (!S_ISSOCK(stb.st_mode)) {
+			snprintf(err, errlen, "--stats %s: exists and is not a socket: remove it or pick "
+				 "another path", path);
+			return -EEXIST;
+		}
+		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (probe < 0) {
+			snprintf(err, errlen, "--stats %s: socket: %s", path, strerror(errno));
+			return -errno;
+		}
+		r = connect(probe, (struct sockaddr *)&sa, sizeof(sa));
+		close(probe);
+		if (r == 0) {
+			snprintf(err, errlen, "--stats %s: another process serves this socket: pick "
+				 "another path", path);
+			return -EADDRINUSE;
+		}
+		unlink(path);	/* stale: left by a VMM that was killed */
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "--stats %s: socket: %s", path, strerror(errno));
+		return -errno;
+	}
+	/* mode 0600 from the start: no window where another uid could connect */
+	old = umask(0177);
+	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (r < 0 || listen(fd, 64) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "--stats %s: cannot listen: %s", path, strerror(errno));
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+static int stats_start(struct stats_server *srv, const char *path, struct vpmu_vcpu *vcpu,
+		       char *err, size_t errlen)
+{
+	struct sigaction sa = { .sa_handler = stats_signal };
+	sigset_t all, old;
+	int r;
+
+	memset(srv, 0, sizeof(*srv));
+	srv->vcpus[0] = vcpu;
+	srv->nr_vcpus = vcpu ? 1 : 0;
+	srv->listen_fd = stats_listen(path, err, errlen);
+	if (srv->listen_fd < 0)
+		return srv->listen_fd;
+	memcpy(stats_path, path, strlen(path) + 1);
+	stats_path_set = 1;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	if (pipe2(srv->wake, O_CLOEXEC) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "--stats %s: pipe: %s", path, strerror(errno));
+		goto fail;
+	}
+	/* signals go to the vCPU thread, where the handler removes the socket */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	r = -pthread_create(&srv->thread, NULL, stats_thread, srv);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r < 0) {
+		snprintf(err, errlen, "--stats %s: cannot start the server thread: %s", path,
+			 strerror(-r));
+		close(srv->wake[0]);
+		close(srv->wake[1]);
+		goto fail;
+	}
+	srv->running = true;
+	return 0;
+fail:
+	close(srv->listen_fd);
+	stats_path_set = 0;
+	unlink(path);
+	return r;
+}
+
+static void stats_stop(struct stats_server *srv)
+{
+	char c = 0;
+
+	if (!srv->running)
+		return;
+	while (write(srv->wake[1], &c, 1) < 0 && errno == EINTR)
+		;
+	pthread_join(srv->thread, NULL);
+	srv->running = false;
+	close(srv->wake[0]);
+	close(srv->wake[1]);
+	close(srv->listen_fd);
+	stats_path_set = 0;
+	unlink(stats_path);
+}
+
+/* ---- the PEBS dump (--pebs-dump FILE) ------------------------------------ */
+
+/* DS management area, SDM Vol. 3B 20.6.3.4 (64-bit format) */
+#define DS_PEBS_BASE		0x20
+#define DS_PEBS_INDEX		0x28
+#define DS_PEBS_THRESHOLD	0x38
+#define PEBS_DUMP_MAX		(256ull << 20)
+
+static uint64_t msr_or_zero(struct vpmu_vcpu *vcpu, uint32_t msr)
+{
+	uint64_t v = 0;
+
+	return vpmu_msr_read(vcpu, msr, &v) < 0 ? 0 : v;
+}
+
+static int pebs_dump(struct emu *emu, const char *path, char *err, size_t errlen)
+{
+	struct vpmu_vcpu *vcpu = emu_vpmu(emu);
+	struct vmm_ram ram = emu_ram(emu);
+	struct guest_region region = { .gpa = 0, .size = ram.size, .hva = ram.base };
+	struct guest_mem mem = { .regions = &region, .nr = 1 };
+	struct walk_paging p;
+	struct vpmu_pebs_dump_header h;
+	const void *records = NULL;
+	void *copy = NULL;
+	FILE *f;
+	int r;
+
+	emu_paging(emu, &p.cr0, &p.cr3, &p.cr4, &p.efer);
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, VPMU_PEBS_DUMP_MAGIC, sizeof(h.magic));
+	h.version = VPMU_PEBS_DUMP_VERSION;
+	h.header_size = sizeof(h);
+	if (!vcpu) {
+		snprintf(err, errlen, "--pebs-dump %s: the guest has no vPMU", path);
+		return -ENODEV;
+	}
+	snprintf(h.model, sizeof(h.model), "%s", vpmu_vcpu_model(vcpu));
+	h.perf_capabilities = msr_or_zero(vcpu, MSR_IA32_PERF_CAPABILITIES);
+	h.pebs_enable = msr_or_zero(vcpu, MSR_IA32_PEBS_ENABLE);
+	h.data_cfg = msr_or_zero(vcpu, MSR_PEBS_DATA_CFG);
+	h.ds_area = msr_or_zero(vcpu, MSR_IA32_DS_AREA);
+	if (FIELD_GET(GENMASK_ULL(11, 8), h.perf_capabilities) == 0xf) {
+		/* architectural PEBS: a guest-physical buffer, byte offsets in IA32_PEBS_INDEX */
+		uint64_t base = msr_or_zero(vcpu, MSR_IA32_PEBS_BASE);
+		uint64_t index = msr_or_zero(vcpu, MSR_IA32_PEBS_INDEX);
+
+		h.pebs_base = base & ~0xfffull;
+		h.pebs_index = index & ARCH_PEBS_INDEX_WR;
+		h.pebs_threshold = FIELD_GET(ARCH_PEBS_INDEX_THRESH, index) << 4;
+		h.records_len = h.pebs_index;
+		if (h.records_len) {
+			records = guest_mem_ptr(&mem, h.pebs_base, h.records_len);
+			if (!records) {
+				snprintf(err, errlen, "--pebs-dump %s: the PEBS buffer at %#llx (+%llu bytes) "
+					 "is outside guest RAM", path, (unsigned long long)h.pebs_base,
+					 (unsigned long long)h.records_len);
+				return -EFAULT;
+			}
+		}
+	} else if (h.ds_area) {
+		uint64_t v[3];
+
+		if (walk_read(&mem, &p, h.ds_area + DS_PEBS_BASE, &v[0], 8, 0) < 0 ||
+		    walk_read(&mem, &p, h.ds_area + DS_PEBS_INDEX, &v[1], 8, 0) < 0 ||
+		    walk_read(&mem, &p, h.ds_area + DS_PEBS_THRESHOLD, &v[2], 8, 0) < 0) {
+			snprintf(err, errlen, "--pebs-dump %s: the DS area at %#llx is not mapped by the "
+				 "guest's page tables at exit", path, (unsigned long long)h.ds_area);
+			return -EFAULT;
+		}
+		h.pebs_base = v[0];
+		h.pebs_index = v[1];
+		h.pebs_threshold = v[2];
+		if (h.pebs_index > h.pebs_base) {
+			h.records_len = h.pebs_index - h.pebs_base;
+			if (h.records_len > PEBS_DUMP_MAX) {
+				snprintf(err, errlen, "--pebs-dump %s: PEBS index %#llx is %llu bytes past base "
+					 "%#llx: not a buffer to dump", path,
+					 (unsigned long long)h.pebs_index, (unsigned long long)h.records_len,
+					 (unsigned long long)h.pebs_base);
+				return -EFBIG;
+			}
+			copy = malloc(h.records_len);
+			if (!copy) {
+				snprintf(err, errlen, "--pebs-dump %s: out of memory", path);
+				return -ENOMEM;
+			}
+			r = walk_read(&mem, &p, h.pebs_base, copy, h.records_len, 0);
+			if (r < 0) {
+				snprintf(err, errlen, "--pebs-dump %s: the PEBS buffer %#llx..%#llx is not "
+					 "mapped by the guest's page tables at exit", path,
+					 (unsigned long long)h.pebs_base, (unsigned long long)h.pebs_index);
+				free(copy);
+				return r;
+			}
+			records = copy;
+		}
+	}
+
+	f = fopen(path, "wb");
+	if (!f) {
+		r = -errno;
+		snprintf(err, errlen, "--pebs-dump %s: cannot create: %s", path, strerror(errno));
+		free(copy);
+		return r;
+	}
+	r = fwrite(&h, sizeof(h), 1, f) == 1 &&
+	    (!h.records_len || fwrite(records, h.records_len, 1, f) == 1) ? 0 : -EIO;
+	if (fclose(f) != 0)
+		r = -EIO;
+	free(copy);
+	if (r < 0) {
+		snprintf(err, errlen, "--pebs-dump %s: write failed (disk full?)", path);
+		unlink(path);
+	}
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -156,12 +610,15 @@ int main(int argc, char **argv)
 		{ "append", required_argument, NULL, 'A' },
 		{ "initrd", required_argument, NULL, 'i' },
 		{ "stats", required_argument, NULL, 's' },
+		{ "pebs-dump", required_argument, NULL, 'P' },
 		{ "max-insns", required_argument, NULL, 'n' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	const char *accel = "auto", *counters = "exact", *append = NULL, *initrd = NULL;
+	const char *stats = NULL, *dump = NULL;
+	struct stats_server srv = { .running = false };
 	struct emu_config cfg;
 	struct emu *emu = NULL;
 	struct vmm_boot boot;
@@ -186,10 +643,8 @@ int main(int argc, char **argv)
 		case 'H': counters = optarg; break;
 		case 'A': append = optarg; break;
 		case 'i': initrd = optarg; break;
-		case 's':
-			fprintf(stderr, "vpmu-vmm: --stats %s: the stats endpoint is not available yet in this "
-				"build; going on without it\n", optarg);
-			break;
+		case 's': stats = optarg; break;
+		case 'P': dump = optarg; break;
 		case 'n': cfg.max_instructions = strtoull(optarg, NULL, 0); break;
 		case 'v': verbose = true; break;
 		case 'h': usage(stdout); return 0;
@@ -264,6 +719,11 @@ int main(int argc, char **argv)
 		status = EXIT_VMM_ERROR;
 		goto out;
 	}
+	if (stats && stats_start(&srv, stats, emu_vpmu(emu), err, sizeof(err)) < 0) {
+		fprintf(stderr, "vpmu-vmm: %s\n", err);
+		status = EXIT_VMM_ERROR;
+		goto out;
+	}
 	r = emu_boot(emu, &boot, 0, err, sizeof(err));
 	if (r == 0)
 		r = emu_run(emu, &status, err, sizeof(err));
@@ -272,9 +732,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "vpmu-vmm: %s\n", err);
 		status = EXIT_VMM_ERROR;
 	}
+	/* before emu_free: the server thread reads the vCPU's stats */
+	stats_stop(&srv);
+	if (dump && pebs_dump(emu, dump, err, sizeof(err)) < 0) {
+		fprintf(stderr, "vpmu-vmm: %s\n", err);
+		status = EXIT_VMM_ERROR;
+	}
 	if (verbose)
 		summary(emu);
 out:
+	stats_stop(&srv);
 	emu_free(emu);
 	free(image);
 	free(initrd_data);

@@ -313,6 +313,22 @@ struct vpmu_stats {
  */
 VPMU_API int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret);
 
+/*
+ * `st` (one vCPU's figures, index `index` in its VM) as one JSON object,
+ * the element of a snapshot's "vcpus" array: {"index", "model", "backend",
+ * every field of struct vpmu_stats, "counters": [{"slot", "kind" ("gp" or
+ * "fixed"), "index", "config", "event" (catalogue name or null), "count",
+ * "overflows", "creates", "updates", "flags", "state" ("backed",
+ * "unbacked" or "idle"), "error"}, ...]} for each implemented counter.
+ * Written NUL-terminated to `buf`; *ret_len is its length without the NUL.
+ * With buf NULL and size 0, only *ret_len is set: the length needed (add
+ * one for the NUL). -ENOSPC: `buf` is too small; -EPROTO: st->version is
+ * not VPMU_STATS_VERSION; -EINVAL: NULL arguments. Allocates nothing and
+ * is safe from any thread.
+ */
+VPMU_API int vpmu_stats_to_json(const struct vpmu_stats *st, unsigned int index, char *buf,
+				size_t size, size_t *ret_len);
+
 /* ---- MSRs and RDPMC ----------------------------------------------------- */
 
 /* Guest RDMSR / WRMSR. Codes as described at the top of this file. */
