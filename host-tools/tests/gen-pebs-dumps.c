@@ -18,6 +18,7 @@
 #include "msr-index.h"
 #include "pebs-dump.h"
 #include "pebs-record.h"
+#include "pebs-values.h"
 
 static_assert(sizeof(struct vpmu_pebs_dump_header) == 112, "packed little-endian header");
 
@@ -33,7 +34,7 @@ static bool first_dump = true;
 static uint8_t records[1 << 16];
 static size_t records_len;
 static unsigned int nr_records;
-static struct pebs_lbr_entry lbrs[64];
+static struct pebs_lbr_entry lbrs[PEBS_TEST_LBRS];
 static struct pebs_counters counters;
 
 static struct pebs_sample sample(unsigned int seed, bool long_mode)
@@ -62,17 +63,7 @@ static struct pebs_sample sample(unsigned int seed, bool long_mode)
 
 static void init_values(void)
 {
-	for (unsigned int i = 0; i < 64; i++) {
-		lbrs[i].from = 0x4000000000000000ULL | (0x1000ULL * (i + 1));
-		lbrs[i].to = 0x5000000000000000ULL | (0x1000ULL * (i + 1)) | 0x8;
-		lbrs[i].info = 0x6000000000000000ULL | (i + 1);
-	}
-	for (unsigned int i = 0; i < 32; i++)
-		counters.pmc[i] = 0x0000a10000000000ULL + i;
-	for (unsigned int i = 0; i < 16; i++)
-		counters.fixed[i] = 0x0000f10000000000ULL + i;
-	counters.metrics_base = 0x0000b45e00000003ULL;
-	counters.metrics = 0x1122334455667788ULL;
+	pebs_test_values(lbrs, &counters);
 }
 
 /* ---- expected.json ---- */
