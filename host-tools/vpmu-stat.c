@@ -336,7 +336,16 @@ static int fetch(struct vm *vm)
 		snprintf(errline, sizeof(errline), "socket: %s", strerror(errno));
 		return -errno;
 	}
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EAGAIN) {
+	/*
+	 * On a Unix socket EAGAIN is not "in progress": the server's backlog
+	 * is full and nothing connected. A busy VMM catches up: retry until
+	 * the deadline.
+	 */
+	while (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		if (errno == EAGAIN && now_s() < deadline) {
+			poll(NULL, 0, 10);
+			continue;
+		}
 		r = -errno;
 		snprintf(errline, sizeof(errline), "cannot connect to %s: %s (is a VMM running with "
 			 "--stats %s, as this user?)", vm->path, strerror(errno), vm->path);

@@ -189,10 +189,24 @@ def garbage_clients(sock):
     return held
 
 
+def connect_retrying(sock, timeout=10):
+    """Connect; a full backlog (EAGAIN on a Unix socket) is retried, as vpmu-stat does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        try:
+            s.connect(sock)
+            return s
+        except BlockingIOError:
+            s.close()
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 def read_raw(sock):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(10)
-    s.connect(sock)
+    s = connect_retrying(sock)
     data = b''
     while True:
         b = s.recv(65536)
@@ -217,9 +231,7 @@ def cred_check(sock):
         try:
             os.setgid(65534)
             os.setuid(65534)
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.settimeout(10)
-            s.connect(sock)
+            s = connect_retrying(sock)
             data = b''
             while True:
                 b = s.recv(65536)
