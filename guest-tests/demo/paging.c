@@ -15,19 +15,6 @@
 static uint64_t pd1[512] __attribute__((aligned(4096)));
 static uint64_t pt1[512] __attribute__((aligned(4096)));
 
-static uint64_t read_cr3(void)
-{
-	uint64_t v;
-
-	__asm__ volatile("mov %%cr3, %0" : "=r"(v));
-	return v;
-}
-
-static void invlpg(uint64_t va)
-{
-	__asm__ volatile("invlpg (%0)" :: "r"(va) : "memory");
-}
-
 int main(uint64_t mb_info)
 {
 	uint64_t cr3 = read_cr3();

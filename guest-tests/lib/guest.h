@@ -20,6 +20,7 @@
 #define MSR_PEBS_DATA_CFG		0x3f2
 #define MSR_IA32_DS_AREA		0x600
 #define MSR_LVT_PMI			0x834	/* x2APIC LVT performance counter */
+#define MSR_IA32_APIC_BASE		0x01b
 #define PERF_CAP_PEBS_FORMAT(cap)	(((cap) >> 8) & 0xf)
 #define GLOBAL_STATUS_BUFFER_OVF	(1ull << 62)
 #define DEBUGCTL_FREEZE_PERFMON_ON_PMI	(1ull << 12)
@@ -91,8 +92,73 @@ void set_handler(unsigned int vector, handler_fn fn);
 void x2apic_enable(void);
 void apic_eoi(void);
 
+/*
+ * Exception-safe MSR and counter access: 0 when the instruction completed,
+ * otherwise the vector it raised (13 for #GP, 6 for #UD); *ret is then 0.
+ */
+int rdmsr_safe(uint32_t msr, uint64_t *ret);
+int wrmsr_safe(uint32_t msr, uint64_t val);
+int rdpmc_safe(uint32_t ecx, uint64_t *ret);
+
+struct cpuid_regs {
+	uint32_t a, b, c, d;
+};
+
+static inline struct cpuid_regs cpuid_regs(uint32_t leaf, uint32_t sub)
+{
+	uint32_t r[4];
+
+	cpuid(leaf, sub, r);
+	return (struct cpuid_regs){ r[0], r[1], r[2], r[3] };
+}
+
+/*
+ * The local APIC in whichever mode was enabled last: registers by their
+ * xAPIC MMIO offset (SDM Vol. 3A Table 11-1); in x2APIC mode the MSR is
+ * 0x800 + offset / 16 (Table 11-6).
+ */
+#define APIC_EOI		0x0b0
+#define APIC_SVR		0x0f0
+#define APIC_LVTPC		0x340
+#define APIC_LVT_MASKED		(1u << 16)
+#define APIC_DM_NMI		(4u << 8)
+#define XAPIC_BASE		0xfee00000ull
+void xapic_enable(void);	/* maps the xAPIC page uncached and enables it */
+bool apic_x2apic_mode(void);
+uint32_t apic_read(unsigned int reg);
+void apic_write(unsigned int reg, uint32_t val);
+
+/*
+ * Page tables the test can change: the loader's 4-level tables (CR3) with
+ * new tables taken from a static pool; a 2 MiB page is split on demand.
+ */
+#define PTE_P		(1ull << 0)
+#define PTE_W		(1ull << 1)
+#define PTE_U		(1ull << 2)
+#define PTE_PCD		(1ull << 4)
+#define PTE_PS		(1ull << 7)
+#define PTE_ADDR	0x000ffffffffff000ull
+
+static inline uint64_t read_cr3(void)
+{
+	uint64_t v;
+
+	__asm__ volatile("mov %%cr3, %0" : "=r"(v));
+	return v;
+}
+
+static inline void write_cr3(uint64_t v) { __asm__ volatile("mov %0, %%cr3" :: "r"(v) : "memory"); }
+static inline void invlpg(uint64_t va) { __asm__ volatile("invlpg (%0)" :: "r"(va) : "memory"); }
+
+/* Map the 4 KiB page at va onto pa with flags (PTE_P is implied) and flush it. */
+void map_page(uint64_t va, uint64_t pa, uint64_t flags);
+/* The 4 KiB page-table entry for va (splitting a 2 MiB page), or NULL when unmapped. */
+uint64_t *pte_of(uint64_t va);
+
 void report(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void report_prefix(const char *p);
+void report_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "SUMMARY: N passed, M failed, K skipped"; returns the exit code (1 when any failed). */
 int report_summary(void);
 
 int main(uint64_t arg);
