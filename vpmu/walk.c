@@ -71,7 +71,6 @@ static_assert(WALK_MAXPHYADDR >= PSE36_MAXPHYADDR && WALK_MAXPHYADDR <= ADDR_FIE
 #define PAGE_SHIFT		12
 #define PAGE_SIZE		BIT_ULL(PAGE_SHIFT)
 
-#define WALK_ALL_FLAGS	(WALK_WRITE | WALK_USER | WALK_IMPLICIT_SUPERVISOR | WALK_SET_AD)
 
 /* The entries a walk used, so A/D can be set once it has succeeded. */
 #define WALK_MAX_LEVELS		5
@@ -452,48 +451,22 @@ static bool cacheable(const struct walk_paging *p)
 	return (p->cr0 & X86_CR0_PG) && ((p->efer & EFER_LMA) || !(p->cr4 & X86_CR4_PAE));
 }
 
-static struct walk_cache_line *cache_line(struct walk_cache *c, uint64_t gla)
-{
-	return &c->line[(gla >> PAGE_SHIFT) % WALK_CACHE_LINES];
-}
-
-/* Host address of gla if the cached walk is still what the tables say. */
-static inline __attribute__((always_inline)) uint8_t *
-cache_lookup(struct walk_cache *c, const struct walk_paging *p, uint64_t gla,
-			     unsigned int flags)
-{
-	struct walk_cache_line *l = cache_line(c, gla);
-
-	if (!l->valid || l->page != gla >> PAGE_SHIFT || l->flags != flags ||
-	    l->p.cr3 != p->cr3 || l->p.cr0 != p->cr0 || l->p.cr4 != p->cr4 || l->p.efer != p->efer)
-		return NULL;
-	/* entries were checked aligned at fill: plain single loads */
-	if (l->size == 8) {
-		for (unsigned int i = 0; i < l->nr; i++)
-			if (__atomic_load_n((const uint64_t *)l->entry[i], __ATOMIC_RELAXED) != l->value[i])
-				return NULL;
-	} else {
-		for (unsigned int i = 0; i < l->nr; i++)
-			if (__atomic_load_n((const uint32_t *)l->entry[i], __ATOMIC_RELAXED) != l->value[i])
-				return NULL;
-	}
-	return l->hva + (gla & (PAGE_SIZE - 1));
-}
 
 /* After a full walk (and its A/D update): remember the entries as they are now. */
 static void cache_fill(struct walk_cache *c, const struct guest_mem *mem,
 		       const struct walk_paging *p, const struct piece *pc, unsigned int flags)
 {
-	struct walk_cache_line *l = cache_line(c, pc->gla);
+	struct walk_cache_line *l = walk_cache_line_of(c, pc->gla);
 	/* a hit may use any byte of the 4 KiB page: all of it must be RAM */
 	uint8_t *page = guest_mem_ptr(mem, pc->gpa & ~(PAGE_SIZE - 1), PAGE_SIZE);
 
-	l->valid = false;
+	if (!walk_same_paging(&c->p, p)) {
+		walk_cache_reset(c);
+		c->p = *p;
+	}
+	l->tag = 0;	/* empty until filled */
 	if (!page || !cacheable(p) || !pc->trace.nr || pc->trace.nr > WALK_CACHE_LEVELS)
 		return;
-	l->page = pc->gla >> PAGE_SHIFT;
-	l->p = *p;
-	l->flags = flags;
 	l->hva = page;
 	l->nr = pc->trace.nr;
 	l->size = pc->trace.size;
@@ -503,27 +476,28 @@ static void cache_fill(struct walk_cache *c, const struct guest_mem *mem,
 		l->entry[i] = pc->trace.entry[i];
 		l->value[i] = load_entry(l->entry[i], l->size);
 	}
-	l->valid = true;
+	l->tag = walk_cache_tag(pc->gla, flags);
 }
 
 /*
  * Copy without walking when every page of [gla, gla + len) (at most two)
  * hits the cache; false, and nothing copied, otherwise.
  */
-static bool cached_copy(struct walk_cache *c, const struct walk_paging *p, uint64_t gla,
-			void *buf, size_t len, unsigned int flags)
+static inline __attribute__((always_inline)) bool
+cached_copy(struct walk_cache *c, const struct walk_paging *p, uint64_t gla, void *buf, size_t len,
+	    unsigned int flags)
 {
 	size_t first = PAGE_SIZE - (gla & (PAGE_SIZE - 1));
 	uint8_t *hva0, *hva1 = NULL;
 
 	if ((flags & ~WALK_ALL_FLAGS) || (uint64_t)len - 1 > UINT64_MAX - gla ||
-	    len > first + PAGE_SIZE)
+	    len > first + PAGE_SIZE || !walk_same_paging(&c->p, p))
 		return false;
-	hva0 = cache_lookup(c, p, gla, flags);
+	hva0 = walk_cache_lookup(c, gla, flags);
 	if (!hva0)
 		return false;
 	if (len > first) {
-		hva1 = cache_lookup(c, p, gla + first, flags);
+		hva1 = walk_cache_lookup(c, gla + first, flags);
 		if (!hva1)
 			return false;
 	} else {
@@ -545,6 +519,7 @@ static bool cached_copy(struct walk_cache *c, const struct walk_paging *p, uint6
 void walk_cache_reset(struct walk_cache *c)
 {
 	memset(c, 0, sizeof(*c));
+	c->p.cr0 = ~0ull;	/* no guest's CR0: the next lookup misses */
 }
 
 static int copy_plan(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla,
@@ -565,7 +540,8 @@ static int copy_plan(const struct guest_mem *mem, const struct walk_paging *p, u
 		uint8_t *hva;
 		size_t n;
 
-		hva = cache ? cache_lookup(cache, p, gla, flags) : NULL;
+		hva = cache && walk_same_paging(&cache->p, p) ?
+			walk_cache_lookup(cache, gla, flags) : NULL;
 		if (hva) {
 			n = PAGE_SIZE - (gla & (PAGE_SIZE - 1));
 			n = n < len ? n : len;
@@ -638,24 +614,29 @@ static void copy_fill_cache(struct walk_cache *c, const struct guest_mem *mem,
 			cache_fill(c, mem, p, &pieces[i], flags);
 }
 
-int walk_write_cached(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla,
-		      const void *src, size_t len, unsigned int flags, struct walk_cache *c)
+/* A record across two cached pages: out of line, so a one-page hit stays a few loads. */
+static bool __attribute__((noinline))
+cached_two_pages(struct walk_cache *c, const struct walk_paging *p, uint64_t gla, void *buf,
+		 size_t len, unsigned int flags)
+{
+	return cached_copy(c, p, gla, buf, len, flags);
+}
+
+/* The walks behind a cache miss. */
+static int __attribute__((noinline))
+write_walked(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla, const void *src,
+	     size_t len, unsigned int flags, struct walk_cache *c)
 {
 	struct piece stack[PIECES_ON_STACK], *pieces;
 	const uint8_t *s = src;
 	size_t nr;
 	int r;
 
-	if (!len)
-		return 0;
-	/* the common case: one or two pages whose walks are still valid */
-	if (c && cached_copy(c, p, gla, (void *)src, len, flags | WALK_WRITE))
-		return 0;
-	r = copy_plan(mem, p, gla, len, flags | WALK_WRITE, c, stack, &pieces, &nr);
+	r = copy_plan(mem, p, gla, len, flags, c, stack, &pieces, &nr);
 	if (r < 0)
 		return r;
-	copy_set_ad(pieces, nr, flags | WALK_WRITE);
-	copy_fill_cache(c, mem, p, pieces, nr, flags | WALK_WRITE);
+	copy_set_ad(pieces, nr, flags);
+	copy_fill_cache(c, mem, p, pieces, nr, flags);
 	/* memmove: src may itself be guest RAM */
 	for (size_t i = 0; i < nr; i++) {
 		memmove(pieces[i].hva, s, pieces[i].len);
@@ -666,23 +647,28 @@ int walk_write_cached(const struct guest_mem *mem, const struct walk_paging *p, 
 	return 0;
 }
 
-int walk_read_cached(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla,
-		     void *dst, size_t len, unsigned int flags, struct walk_cache *c)
+int walk_write_miss(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla,
+		    const void *src, size_t len, unsigned int flags, struct walk_cache *c)
+{
+	if (c && cached_two_pages(c, p, gla, (void *)src, len, flags))
+		return 0;
+	return write_walked(mem, p, gla, src, len, flags, c);
+}
+
+static int __attribute__((noinline))
+read_walked(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla, void *dst,
+	    size_t len, unsigned int flags, struct walk_cache *c)
 {
 	struct piece stack[PIECES_ON_STACK], *pieces;
 	uint8_t *d = dst;
 	size_t nr;
 	int r;
 
-	if (!len)
-		return 0;
-	if (c && cached_copy(c, p, gla, dst, len, flags & ~WALK_WRITE))
-		return 0;
-	r = copy_plan(mem, p, gla, len, flags & ~WALK_WRITE, c, stack, &pieces, &nr);
+	r = copy_plan(mem, p, gla, len, flags, c, stack, &pieces, &nr);
 	if (r < 0)
 		return r;
-	copy_set_ad(pieces, nr, flags & ~WALK_WRITE);
-	copy_fill_cache(c, mem, p, pieces, nr, flags & ~WALK_WRITE);
+	copy_set_ad(pieces, nr, flags);
+	copy_fill_cache(c, mem, p, pieces, nr, flags);
 	for (size_t i = 0; i < nr; i++) {
 		memmove(d, pieces[i].hva, pieces[i].len);
 		d += pieces[i].len;
@@ -690,6 +676,14 @@ int walk_read_cached(const struct guest_mem *mem, const struct walk_paging *p, u
 	if (pieces != stack)
 		free(pieces);
 	return 0;
+}
+
+int walk_read_miss(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla,
+		   void *dst, size_t len, unsigned int flags, struct walk_cache *c)
+{
+	if (c && cached_two_pages(c, p, gla, dst, len, flags))
+		return 0;
+	return read_walked(mem, p, gla, dst, len, flags, c);
 }
 
 int walk_write(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla,

@@ -1416,6 +1416,27 @@ Test(walk, property_random_tables)
 }
 
 /*
+ * A cache never reset (zeroed, as calloc leaves it) and one reset are
+ * both empty: no access hits, not even page 0 with paging off, whose
+ * tag and paging registers a zeroed line would otherwise match. An
+ * address beyond RAM with paging off must still fault.
+ */
+Test(walk, cache_empty_never_hits)
+{
+	static struct walk_cache zeroed, reset;
+	struct walk_paging off = { 0 };
+	uint8_t v = 0x77;
+
+	walk_cache_reset(&reset);
+	cr_expect_eq(walk_write_cached(&vm.mem, &off, 0x10, &v, 1, 0, &zeroed), 0);
+	cr_expect_eq(vm.reg[0].hva[0x10], 0x77);
+	cr_expect_eq(walk_write_cached(&vm.mem, &off, 0x20, &v, 1, 0, &reset), 0);
+	cr_expect_eq(vm.reg[0].hva[0x20], 0x77);
+	cr_expect_eq(walk_write_cached(&vm.mem, &off, vm.reg[0].gpa + vm.reg[0].size, &v, 1, 0,
+				       &zeroed), -EFAULT);
+}
+
+/*
  * The validated cache: a hit is what a fresh walk gives now. Remapping
  * a page, clearing A/D, unmapping or switching CR3 is seen on the very
  * next access, with no flush.
