@@ -1,0 +1,770 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The KVM vCPU backend (see kvm.h). One thread per vCPU; the platform
+ * devices are shared under one lock. Built everywhere, run only where
+ * /dev/kvm exists: the data it hands KVM is built by kvm-setup.c and
+ * bzimage.c, which unit tests check without the device.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "bzimage.h"
+#include "kvm-setup.h"
+#include "kvm.h"
+#include "platform.h"
+
+#define KVM_API_VERSION_WANTED	12
+#define TSS_ADDR		0xfffbd000u	/* 3 pages below the BIOS area, as KVM wants for VMX */
+#define IDENTITY_MAP_ADDR	0xfffbc000u
+#define RAM_LIMIT		0xc0000000ull	/* the PCI hole starts at 3 GiB */
+#define KICK_SIGNAL		SIGUSR2		/* makes KVM_RUN return on another vCPU thread */
+#define APIC_LVTPC		0x340
+#define APIC_LVT_MASKED		(1u << 16)
+#define MSR_IA32_TSC		0x10
+#define MSR_IA32_MISC_ENABLE	0x1a0
+#define MAX_SHADOW		16
+
+/* Linux boot layout (guest-physical) */
+#define LINUX_GDT		0x500ull
+#define LINUX_ZERO_PAGE		0x7000ull
+#define LINUX_PML4		0x9000ull
+#define LINUX_PDPT		0xa000ull
+#define LINUX_PD		0xb000ull	/* 4 PDs: the first 4 GiB with 2 MiB pages */
+#define LINUX_CMDLINE		0x20000ull
+#define LINUX_BOOT_CS		0x10		/* __BOOT_CS and __BOOT_DS of the 64-bit boot protocol */
+#define LINUX_BOOT_DS		0x18
+
+#define GDT_CODE64		0x00af9b000000ffffull
+#define GDT_DATA		0x00cf93000000ffffull
+
+struct kvm_cpu {
+	struct kvm_vm *vm;
+	unsigned int index;
+	int fd;
+	struct kvm_run *run;
+	struct vpmu_vcpu *pmu;
+	pthread_t thread;
+	bool pmi_pending;
+	struct kvm_vm_stats st;		/* this vCPU's share, summed by kvm_vm_stats */
+	int error;
+	char err[256];
+};
+
+struct kvm_vm {
+	struct kvm_vm_config cfg;
+	int kvm, fd;
+	size_t run_size;
+	uint8_t *ram;
+	uint64_t ram_size;
+	struct kvm_cpu cpus[KVM_VM_MAX_VCPUS];
+	unsigned int nr_cpus;
+	struct kvm_msr_filter_plan filter;
+	pthread_mutex_t lock;		/* platform, done, stats */
+	struct platform plat;
+	bool done;
+};
+
+void kvm_vm_config_init(struct kvm_vm_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->model = "Skylake-Server";
+	cfg->mem_size = 128ull << 20;
+	cfg->smp = 1;
+	cfg->serial_out = stdout;
+	cfg->backend = VPMU_BACKEND_NONE;
+}
+
+static int set_err(char *err, size_t errlen, int r, const char *what)
+{
+	snprintf(err, errlen, "%s: %s", what, strerror(r < 0 ? -r : r));
+	return r < 0 ? r : -r;
+}
+
+static bool has_cap(int kvm, long cap)
+{
+	return ioctl(kvm, KVM_CHECK_EXTENSION, cap) > 0;
+}
+
+int kvm_probe(char *why, size_t whylen)
+{
+	static const struct {
+		long cap;
+		const char *name;
+	} caps[] = {
+		{ KVM_CAP_IRQCHIP, "an in-kernel irqchip (KVM_CAP_IRQCHIP)" },
+		{ KVM_CAP_SIGNAL_MSI, "KVM_SIGNAL_MSI (KVM_CAP_SIGNAL_MSI)" },
+		{ KVM_CAP_X86_USER_SPACE_MSR, "MSR exits to userspace (KVM_CAP_X86_USER_SPACE_MSR, Linux 5.10+)" },
+		{ KVM_CAP_X86_MSR_FILTER, "MSR filters (KVM_CAP_X86_MSR_FILTER, Linux 5.10+)" },
+	};
+	int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+
+	if (kvm < 0) {
+		snprintf(why, whylen, "/dev/kvm: %s", strerror(errno));
+		return -errno;
+	}
+	if (ioctl(kvm, KVM_GET_API_VERSION, 0) != KVM_API_VERSION_WANTED) {
+		snprintf(why, whylen, "/dev/kvm speaks an API version other than %d",
+			 KVM_API_VERSION_WANTED);
+		close(kvm);
+		return -ENOTSUP;
+	}
+	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+		if (!has_cap(kvm, caps[i].cap)) {
+			snprintf(why, whylen, "this KVM lacks %s", caps[i].name);
+			close(kvm);
+			return -ENOTSUP;
+		}
+	}
+	close(kvm);
+	return 0;
+}
+
+/* ---- vPMU callbacks (on the vCPU's thread) ---- */
+
+static void pmi_cb(void *data, struct vpmu_vcpu *vcpu)
+{
+	struct kvm_cpu *c = data;
+
+	(void)vcpu;
+	c->pmi_pending = true;	/* delivered before the next KVM_RUN */
+}
+
+static int regs_cb(void *data, struct vpmu_vcpu *vcpu, struct vpmu_guest_regs *r)
+{
+	struct kvm_cpu *c = data;
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	struct kvm_fpu fpu;
+	union {
+		struct kvm_msrs h;
+		uint8_t storage[sizeof(struct kvm_msrs) + sizeof(struct kvm_msr_entry)];
+	} tsc;
+
+	(void)vcpu;
+	memset(&tsc, 0, sizeof(tsc));
+	tsc.h.nmsrs = 1;
+	tsc.h.entries[0].index = MSR_IA32_TSC;
+	if (ioctl(c->fd, KVM_GET_REGS, &regs) < 0 || ioctl(c->fd, KVM_GET_SREGS, &sregs) < 0 ||
+	    ioctl(c->fd, KVM_GET_FPU, &fpu) < 0 || ioctl(c->fd, KVM_GET_MSRS, &tsc) != 1)
+		return -errno ? -errno : -EIO;	/* the record waits for the next sync */
+	memset(r, 0, sizeof(*r));
+	r->rip = regs.rip;
+	r->rflags = regs.rflags;
+	r->gpr[0] = regs.rax, r->gpr[1] = regs.rcx, r->gpr[2] = regs.rdx, r->gpr[3] = regs.rbx;
+	r->gpr[4] = regs.rsp, r->gpr[5] = regs.rbp, r->gpr[6] = regs.rsi, r->gpr[7] = regs.rdi;
+	r->gpr[8] = regs.r8, r->gpr[9] = regs.r9, r->gpr[10] = regs.r10, r->gpr[11] = regs.r11;
+	r->gpr[12] = regs.r12, r->gpr[13] = regs.r13, r->gpr[14] = regs.r14, r->gpr[15] = regs.r15;
+	memcpy(r->xmm, fpu.xmm, sizeof(r->xmm));
+	r->cr0 = sregs.cr0;
+	r->cr3 = sregs.cr3;
+	r->cr4 = sregs.cr4;
+	r->efer = sregs.efer;
+	r->tsc = tsc.h.entries[0].data;
+	r->cpl = sregs.ss.dpl;
+	r->long_mode = sregs.cs.l && (sregs.efer & (1ull << 10));
+	r->sse = sregs.cr4 & (1ull << 9);
+	return 0;
+}
+
+/* ---- setup ---- */
+
+static void kick_handler(int sig)
+{
+	(void)sig;	/* only makes KVM_RUN return with EINTR */
+}
+
+/* IA32_MISC_ENABLE stays KVM's, with the PMU bits (7, 11, 12) as the model says. */
+static int misc_enable_patch(struct kvm_cpu *c, char *err, size_t errlen)
+{
+	union {
+		struct kvm_msrs h;
+		uint8_t storage[sizeof(struct kvm_msrs) + sizeof(struct kvm_msr_entry)];
+	} m;
+
+	memset(&m, 0, sizeof(m));
+	m.h.nmsrs = 1;
+	m.h.entries[0].index = MSR_IA32_MISC_ENABLE;
+	if (ioctl(c->fd, KVM_GET_MSRS, &m) != 1)
+		return set_err(err, errlen, -EIO, "reading IA32_MISC_ENABLE");
+	m.h.entries[0].data = vpmu_misc_enable_patch(c->pmu, m.h.entries[0].data);
+	if (ioctl(c->fd, KVM_SET_MSRS, &m) != 1)
+		return set_err(err, errlen, -EIO, "writing IA32_MISC_ENABLE");
+	return 0;
+}
+
+static int cpu_init(struct kvm_vm *vm, unsigned int i, const struct kvm_cpuid2 *supported,
+		    char *err, size_t errlen)
+{
+	struct kvm_cpu *c = &vm->cpus[i];
+	struct vpmu_config vc;
+	struct vpmu_mem_region region = { 0, vm->ram_size, vm->ram };
+	union {
+		struct kvm_cpuid2 h;
+		uint8_t storage[sizeof(struct kvm_cpuid2) + 256 * sizeof(struct kvm_cpuid_entry2)];
+	} cpuid;
+	int r;
+
+	c->vm = vm;
+	c->index = i;
+	c->fd = ioctl(vm->fd, KVM_CREATE_VCPU, (unsigned long)i);
+	if (c->fd < 0)
+		return set_err(err, errlen, -errno, "KVM_CREATE_VCPU");
+	c->run = mmap(NULL, vm->run_size, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
+	if (c->run == MAP_FAILED) {
+		c->run = NULL;
+		return set_err(err, errlen, -errno, "mmap of kvm_run");
+	}
+	vpmu_config_init(&vc);
+	vc.model = vm->cfg.model;
+	vc.backend = vm->cfg.backend;
+	vc.pmi = pmi_cb;
+	vc.pmi_data = c;
+	vc.regs = regs_cb;
+	vc.regs_data = c;
+	r = vpmu_vcpu_new(&vc, &c->pmu);
+	if (r < 0) {
+		snprintf(err, errlen, r == -ENOENT ? "unknown CPU model '%s' (vpmu-vmm --help lists them)"
+						   : "cannot create the vPMU for '%s'", vm->cfg.model);
+		return r;
+	}
+	vpmu_vcpu_set_memory(c->pmu, &region, 1);
+	r = kvm_cpuid_build(c->pmu, supported->entries, supported->nent, cpuid.h.entries, 256);
+	if (r < 0)
+		return set_err(err, errlen, r, "building the CPUID table");
+	cpuid.h.nent = (uint32_t)r;
+	/* CPUID.01H:EBX[31:24] and leaf 0BH carry the APIC ID: KVM fills them per vCPU */
+	if (ioctl(c->fd, KVM_SET_CPUID2, &cpuid) < 0)
+		return set_err(err, errlen, -errno, "KVM_SET_CPUID2");
+	return misc_enable_patch(c, err, errlen);
+}
+
+int kvm_vm_new(const struct kvm_vm_config *cfg, struct kvm_vm **ret, char *err, size_t errlen)
+{
+	struct kvm_vm *vm;
+	struct kvm_userspace_memory_region mem;
+	struct kvm_enable_cap cap = { .cap = KVM_CAP_X86_USER_SPACE_MSR };
+	struct kvm_cpuid2 *supported = NULL;
+	uint32_t msrs[4096];
+	uint64_t ident = IDENTITY_MAP_ADDR;
+	struct sigaction sa;
+	size_t nmsrs;
+	int r;
+
+	if (!cfg->mem_size || cfg->mem_size & 0xfff || cfg->mem_size > RAM_LIMIT) {
+		snprintf(err, errlen, "RAM size must be a multiple of 4 KiB up to 3 GiB under KVM");
+		return -EINVAL;
+	}
+	if (!cfg->smp || cfg->smp > KVM_VM_MAX_VCPUS) {
+		snprintf(err, errlen, "--smp %u: use 1 to %u", cfg->smp, KVM_VM_MAX_VCPUS);
+		return -EINVAL;
+	}
+	r = kvm_probe(err, errlen);
+	if (r < 0)
+		return r;
+	vm = calloc(1, sizeof(*vm));
+	if (!vm) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	vm->cfg = *cfg;
+	vm->fd = -1;
+	pthread_mutex_init(&vm->lock, NULL);
+	vm->kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (vm->kvm < 0) {
+		r = set_err(err, errlen, -errno, "/dev/kvm");
+		goto fail;
+	}
+	vm->fd = ioctl(vm->kvm, KVM_CREATE_VM, 0);
+	if (vm->fd < 0) {
+		r = set_err(err, errlen, -errno, "KVM_CREATE_VM");
+		goto fail;
+	}
+	vm->run_size = (size_t)ioctl(vm->kvm, KVM_GET_VCPU_MMAP_SIZE, 0);
+	if (ioctl(vm->fd, KVM_SET_TSS_ADDR, (unsigned long)TSS_ADDR) < 0 ||
+	    ioctl(vm->fd, KVM_SET_IDENTITY_MAP_ADDR, &ident) < 0 ||
+	    ioctl(vm->fd, KVM_CREATE_IRQCHIP, 0) < 0) {
+		r = set_err(err, errlen, -errno, "setting up the VM (TSS, identity map, irqchip)");
+		goto fail;
+	}
+	vm->ram_size = cfg->mem_size;
+	vm->ram = mmap(NULL, vm->ram_size, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (vm->ram == MAP_FAILED) {
+		vm->ram = NULL;
+		r = set_err(err, errlen, -errno, "guest RAM");
+		goto fail;
+	}
+	mem = (struct kvm_userspace_memory_region){ .slot = 0, .guest_phys_addr = 0,
+		.memory_size = vm->ram_size, .userspace_addr = (uint64_t)(uintptr_t)vm->ram };
+	if (ioctl(vm->fd, KVM_SET_USER_MEMORY_REGION, &mem) < 0) {
+		r = set_err(err, errlen, -errno, "KVM_SET_USER_MEMORY_REGION");
+		goto fail;
+	}
+	platform_init(&vm->plat, cfg->serial_out, vm->ram_size, (uint16_t)cfg->smp);
+
+	supported = calloc(1, sizeof(*supported) + 256 * sizeof(supported->entries[0]));
+	if (!supported) {
+		r = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	supported->nent = 256;
+	if (ioctl(vm->kvm, KVM_GET_SUPPORTED_CPUID, supported) < 0) {
+		r = set_err(err, errlen, -errno, "KVM_GET_SUPPORTED_CPUID");
+		goto fail;
+	}
+	for (unsigned int i = 0; i < cfg->smp; i++) {
+		r = cpu_init(vm, i, supported, err, errlen);
+		vm->nr_cpus = i + 1;
+		if (r < 0)
+			goto fail;
+	}
+
+	/* every PMU MSR of the model to userspace, nothing else (vCPU 0 lists the model's) */
+	nmsrs = vpmu_msr_list(vm->cpus[0].pmu, msrs, sizeof(msrs) / sizeof(msrs[0]));
+	r = kvm_msr_filter_build(msrs, nmsrs, &vm->filter);
+	if (r < 0) {
+		set_err(err, errlen, r, "building the MSR filter");
+		goto fail;
+	}
+	cap.args[0] = KVM_MSR_EXIT_REASON_FILTER;
+	if (ioctl(vm->fd, KVM_ENABLE_CAP, &cap) < 0 ||
+	    ioctl(vm->fd, KVM_X86_SET_MSR_FILTER, &vm->filter.filter) < 0) {
+		r = set_err(err, errlen, -errno, "routing PMU MSRs to userspace (MSR filter)");
+		goto fail;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = kick_handler;
+	sigaction(KICK_SIGNAL, &sa, NULL);
+	if (cfg->signo)
+		sigaction(cfg->signo, &sa, NULL);
+	free(supported);
+	*ret = vm;
+	return 0;
+fail:
+	free(supported);
+	kvm_vm_free(vm);
+	return r;
+}
+
+void kvm_vm_free(struct kvm_vm *vm)
+{
+	if (!vm)
+		return;
+	for (unsigned int i = 0; i < vm->nr_cpus; i++) {
+		struct kvm_cpu *c = &vm->cpus[i];
+
+		vpmu_vcpu_free(c->pmu);
+		if (c->run)
+			munmap(c->run, vm->run_size);
+		if (c->fd >= 0)
+			close(c->fd);
+	}
+	if (vm->ram)
+		munmap(vm->ram, vm->ram_size);
+	if (vm->fd >= 0)
+		close(vm->fd);
+	if (vm->kvm >= 0)
+		close(vm->kvm);
+	pthread_mutex_destroy(&vm->lock);
+	free(vm);
+}
+
+struct vmm_ram kvm_vm_ram(struct kvm_vm *vm)
+{
+	return (struct vmm_ram){ vm->ram, vm->ram_size };
+}
+
+struct vpmu_vcpu *kvm_vm_vpmu(struct kvm_vm *vm, unsigned int cpu)
+{
+	return cpu < vm->nr_cpus ? vm->cpus[cpu].pmu : NULL;
+}
+
+void kvm_vm_stats(struct kvm_vm *vm, struct kvm_vm_stats *ret)
+{
+	/* read after kvm_vm_run returned: the vCPU threads are gone */
+	memset(ret, 0, sizeof(*ret));
+	for (unsigned int i = 0; i < vm->nr_cpus; i++) {
+		const struct kvm_vm_stats *s = &vm->cpus[i].st;
+
+		ret->exits += s->exits;
+		ret->msr_exits += s->msr_exits;
+		ret->io_exits += s->io_exits;
+		ret->pmis += s->pmis;
+		ret->nmis += s->nmis;
+		ret->shadow_writes += s->shadow_writes;
+		ret->signals += s->signals;
+	}
+}
+
+/* ---- boot ---- */
+
+static void flat_seg(struct kvm_segment *s, uint16_t sel, bool code, bool l)
+{
+	*s = (struct kvm_segment){ .base = 0, .limit = 0xffffffff, .selector = sel,
+		.type = code ? 11 : 3, .present = 1, .dpl = 0, .db = code && l ? 0 : 1, .s = 1,
+		.l = l, .g = 1 };
+}
+
+static int enter_long_mode(struct kvm_cpu *c, uint64_t cr3, uint64_t gdt, uint16_t gdt_limit,
+			   uint16_t cs, uint16_t ds, char *err, size_t errlen)
+{
+	struct kvm_sregs s;
+
+	if (ioctl(c->fd, KVM_GET_SREGS, &s) < 0)
+		return set_err(err, errlen, -errno, "KVM_GET_SREGS");
+	flat_seg(&s.cs, cs, true, true);
+	flat_seg(&s.ds, ds, false, false);
+	s.es = s.fs = s.gs = s.ss = s.ds;
+	s.gdt.base = gdt;
+	s.gdt.limit = gdt_limit;
+	s.cr0 = 0x80050033;	/* PG AM WP NE ET MP PE, as the emulator enters ELF64 kernels */
+	s.cr3 = cr3;
+	s.cr4 = 0x620;		/* OSXMMEXCPT OSFXSR PAE */
+	s.efer = 0x500;		/* LMA LME */
+	if (ioctl(c->fd, KVM_SET_SREGS, &s) < 0)
+		return set_err(err, errlen, -errno, "KVM_SET_SREGS");
+	return 0;
+}
+
+int kvm_vm_boot(struct kvm_vm *vm, const struct vmm_boot *boot, char *err, size_t errlen)
+{
+	struct kvm_cpu *c = &vm->cpus[0];	/* the others wait for INIT/SIPI in the irqchip */
+	struct kvm_regs regs = { .rflags = 2, .rip = boot->entry };
+	int r;
+
+	if (boot->kind == VMM_BOOT_ELF64) {
+		r = enter_long_mode(c, boot->cr3, boot->gdt, 3 * 8 - 1, 0x08, 0x10, err, errlen);
+		if (r < 0)
+			return r;
+		regs.rsp = boot->stack;
+	} else {
+		struct kvm_sregs s;
+
+		/* multiboot 0.6.96 §3.2: 32-bit flat segments, paging off, GDTR not to be trusted */
+		if (ioctl(c->fd, KVM_GET_SREGS, &s) < 0)
+			return set_err(err, errlen, -errno, "KVM_GET_SREGS");
+		flat_seg(&s.cs, 0x08, true, false);
+		flat_seg(&s.ds, 0x10, false, false);
+		s.es = s.fs = s.gs = s.ss = s.ds;
+		s.cr0 = 0x11;	/* ET PE */
+		s.cr4 = 0;
+		s.efer = 0;
+		if (ioctl(c->fd, KVM_SET_SREGS, &s) < 0)
+			return set_err(err, errlen, -errno, "KVM_SET_SREGS");
+		regs.rax = 0x2badb002;
+		regs.rbx = boot->mb_info;
+	}
+	if (ioctl(c->fd, KVM_SET_REGS, &regs) < 0)
+		return set_err(err, errlen, -errno, "KVM_SET_REGS");
+	return 0;
+}
+
+static void wr64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);	/* x86-64 host: little-endian like the guest */
+}
+
+int kvm_vm_boot_linux(struct kvm_vm *vm, const void *image, size_t size, const char *cmdline,
+		      const void *initrd, size_t initrd_size, char *err, size_t errlen)
+{
+	struct kvm_cpu *c = &vm->cpus[0];
+	struct bzimage bz;
+	struct kvm_regs regs = { .rflags = 2 };
+	size_t cmdline_len = cmdline ? strlen(cmdline) : 0;
+	uint64_t initrd_addr = 0, top;
+	int r;
+
+	r = bzimage_parse(image, size, &bz, err, errlen);
+	if (r < 0)
+		return r;
+	if (initrd_size) {
+		top = vm->ram_size < (uint64_t)bz.initrd_addr_max + 1 ? vm->ram_size
+								  : (uint64_t)bz.initrd_addr_max + 1;
+		if (initrd_size > top || top - initrd_size < bz.load_addr + bz.init_size) {
+			snprintf(err, errlen, "the initrd (%zu bytes) does not fit in RAM above the "
+				 "kernel: raise --mem", initrd_size);
+			return -ENOMEM;
+		}
+		initrd_addr = (top - initrd_size) & ~0xfffull;
+	}
+	r = bzimage_boot_params(image, &bz, vm->ram_size, LINUX_CMDLINE, cmdline_len,
+				(uint32_t)initrd_addr, (uint32_t)initrd_size,
+				vm->ram + LINUX_ZERO_PAGE, err, errlen);
+	if (r < 0)
+		return r;
+	memcpy(vm->ram + bz.load_addr, (const uint8_t *)image + bz.kernel_offset, bz.kernel_size);
+	if (cmdline_len)
+		memcpy(vm->ram + LINUX_CMDLINE, cmdline, cmdline_len);
+	vm->ram[LINUX_CMDLINE + cmdline_len] = 0;
+	if (initrd_size)
+		memcpy(vm->ram + initrd_addr, initrd, initrd_size);
+
+	/* boot.rst, 64-bit boot protocol: identity-mapped paging, __BOOT_CS/__BOOT_DS, RSI = zero page */
+	memset(vm->ram + LINUX_GDT, 0, 4 * 8);
+	wr64(vm->ram + LINUX_GDT + LINUX_BOOT_CS, GDT_CODE64);
+	wr64(vm->ram + LINUX_GDT + LINUX_BOOT_DS, GDT_DATA);
+	memset(vm->ram + LINUX_PML4, 0, 6 * 4096);
+	wr64(vm->ram + LINUX_PML4, LINUX_PDPT | 3);
+	for (uint64_t i = 0; i < 4; i++) {
+		wr64(vm->ram + LINUX_PDPT + i * 8, (LINUX_PD + i * 4096) | 3);
+		for (uint64_t j = 0; j < 512; j++)
+			wr64(vm->ram + LINUX_PD + i * 4096 + j * 8,
+			     ((i * 512 + j) << 21) | 0x83);	/* P RW PS */
+	}
+	r = enter_long_mode(c, LINUX_PML4, LINUX_GDT, 4 * 8 - 1, LINUX_BOOT_CS, LINUX_BOOT_DS, err,
+			    errlen);
+	if (r < 0)
+		return r;
+	regs.rip = bz.entry64;
+	regs.rsi = LINUX_ZERO_PAGE;
+	if (ioctl(c->fd, KVM_SET_REGS, &regs) < 0)
+		return set_err(err, errlen, -errno, "KVM_SET_REGS");
+	return 0;
+}
+
+/* ---- running ---- */
+
+static void stop_all(struct kvm_vm *vm)
+{
+	vm->done = true;
+	for (unsigned int i = 0; i < vm->nr_cpus; i++) {
+		vm->cpus[i].run->immediate_exit = 1;
+		if (vm->cpus[i].thread && !pthread_equal(vm->cpus[i].thread, pthread_self()))
+			pthread_kill(vm->cpus[i].thread, KICK_SIGNAL);
+	}
+}
+
+static int cpu_fail(struct kvm_cpu *c, int r, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int cpu_fail(struct kvm_cpu *c, int r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->err, sizeof(c->err), fmt, ap);
+	va_end(ap);
+	c->error = r;
+	pthread_mutex_lock(&c->vm->lock);
+	stop_all(c->vm);
+	pthread_mutex_unlock(&c->vm->lock);
+	return r;
+}
+
+/*
+ * Deliver the PMI the vPMU asked for as the LVT performance-counter entry
+ * says, and set the entry's mask bit as the local APIC does on delivery
+ * (SDM Vol. 3B 21.6.3, the handler unmasks it). GLOBAL_STATUS was set by
+ * the core before it asked.
+ */
+static void deliver_pmi(struct kvm_cpu *c)
+{
+	struct kvm_lapic_state lapic;
+	struct kvm_msi msi;
+	uint32_t lvt;
+
+	c->pmi_pending = false;
+	if (ioctl(c->fd, KVM_GET_LAPIC, &lapic) < 0)
+		return;
+	memcpy(&lvt, lapic.regs + APIC_LVTPC, 4);
+	if (kvm_pmi_msi(lvt, c->index, &msi) < 0)
+		return;	/* masked or not a PMI mode: hardware drops it too */
+	lvt |= APIC_LVT_MASKED;
+	memcpy(lapic.regs + APIC_LVTPC, &lvt, 4);
+	if (ioctl(c->fd, KVM_SET_LAPIC, &lapic) < 0)
+		return;
+	if ((msi.data & 0x700) == 0x400) {
+		if (ioctl(c->fd, KVM_NMI, 0) < 0)
+			return;
+		c->st.nmis++;
+	} else if (ioctl(c->vm->fd, KVM_SIGNAL_MSI, &msi) < 0) {
+		return;
+	}
+	c->st.pmis++;
+	vpmu_pmi_delivered(c->pmu);
+}
+
+/* The guest's RDPMC reads KVM's shadow PMU: bring it up to the vPMU's values. */
+static void write_shadow(struct kvm_cpu *c)
+{
+	union {
+		struct kvm_msrs h;
+		uint8_t storage[sizeof(struct kvm_msrs) + MAX_SHADOW * sizeof(struct kvm_msr_entry)];
+	} m;
+
+	memset(&m.h, 0, sizeof(m.h));
+	m.h.nmsrs = (uint32_t)kvm_rdpmc_shadow(c->pmu, m.h.entries, MAX_SHADOW);
+	if (m.h.nmsrs && ioctl(c->fd, KVM_SET_MSRS, &m) >= 0)
+		c->st.shadow_writes++;
+}
+
+static int handle_io(struct kvm_cpu *c)
+{
+	struct kvm_run *run = c->run;
+	uint8_t *data = (uint8_t *)run + run->io.data_offset;
+	bool write = run->io.direction == KVM_EXIT_IO_OUT;
+	int r = 0;
+
+	pthread_mutex_lock(&c->vm->lock);
+	c->st.io_exits++;
+	for (uint32_t i = 0; i < run->io.count; i++, data += run->io.size) {
+		uint32_t v = 0;
+
+		if (write)
+			memcpy(&v, data, run->io.size);
+		/* unknown ports read as all ones and ignore writes, as on a PC */
+		if (platform_io(&c->vm->plat, run->io.port, run->io.size, write, &v) < 0)
+			v = 0xffffffff;
+		if (!write)
+			memcpy(data, &v, run->io.size);
+	}
+	if (c->vm->plat.exited) {
+		stop_all(c->vm);
+		r = 1;
+	}
+	pthread_mutex_unlock(&c->vm->lock);
+	return r;
+}
+
+static void handle_msr(struct kvm_cpu *c, bool write)
+{
+	struct kvm_run *run = c->run;
+	int r;
+
+	c->st.msr_exits++;
+	if (write) {
+		r = vpmu_msr_write(c->pmu, run->msr.index, run->msr.data);
+	} else {
+		uint64_t v = 0;
+
+		r = vpmu_msr_read(c->pmu, run->msr.index, &v);
+		run->msr.data = v;
+	}
+	/* -EINVAL (#GP per the model), -ENXIO (the model lacks it), -ENOENT: all #GP */
+	run->msr.error = r < 0;
+}
+
+static void *cpu_thread(void *arg)
+{
+	struct kvm_cpu *c = arg;
+	struct kvm_vm *vm = c->vm;
+	sigset_t unblock;
+
+	sigemptyset(&unblock);
+	sigaddset(&unblock, KICK_SIGNAL);
+	if (vm->cfg.signo)
+		sigaddset(&unblock, vm->cfg.signo);
+	pthread_sigmask(SIG_UNBLOCK, &unblock, NULL);
+	for (;;) {
+		int r;
+
+		vpmu_vcpu_sync(c->pmu);
+		if (c->pmi_pending)
+			deliver_pmi(c);
+		write_shadow(c);
+		if (vm->done)
+			return NULL;
+		r = ioctl(c->fd, KVM_RUN, 0);
+		if (r < 0) {
+			if (errno == EINTR || errno == EAGAIN) {
+				c->st.signals++;
+				c->run->immediate_exit = vm->done;
+				continue;	/* a host counter's signal, or a kick */
+			}
+			cpu_fail(c, -errno, "KVM_RUN on vCPU %u: %s", c->index, strerror(errno));
+			return NULL;
+		}
+		c->st.exits++;
+		if (vm->cfg.trace)
+			fprintf(stderr, "kvm: vCPU %u exit %u\n", c->index, c->run->exit_reason);
+		switch (c->run->exit_reason) {
+		case KVM_EXIT_IO:
+			if (handle_io(c))
+				return NULL;
+			break;
+		case KVM_EXIT_X86_RDMSR:
+			handle_msr(c, false);
+			break;
+		case KVM_EXIT_X86_WRMSR:
+			handle_msr(c, true);
+			break;
+		case KVM_EXIT_MMIO:
+			/* no MMIO devices: reads as all ones, writes ignored */
+			if (!c->run->mmio.is_write)
+				memset(c->run->mmio.data, 0xff, sizeof(c->run->mmio.data));
+			break;
+		case KVM_EXIT_INTR:
+			c->st.signals++;
+			break;
+		case KVM_EXIT_HLT:
+			cpu_fail(c, -EFAULT, "vCPU %u halted with nothing that can wake it", c->index);
+			return NULL;
+		case KVM_EXIT_SHUTDOWN:
+			cpu_fail(c, -EFAULT, "guest triple fault on vCPU %u (shutdown)", c->index);
+			return NULL;
+		case KVM_EXIT_SYSTEM_EVENT:
+			cpu_fail(c, -EFAULT, "guest system event %u on vCPU %u (reset or power off)",
+				 c->run->system_event.type, c->index);
+			return NULL;
+		case KVM_EXIT_FAIL_ENTRY:
+			cpu_fail(c, -EFAULT, "KVM could not enter vCPU %u (hardware reason %#llx)",
+				 c->index,
+				 (unsigned long long)c->run->fail_entry.hardware_entry_failure_reason);
+			return NULL;
+		case KVM_EXIT_INTERNAL_ERROR:
+			cpu_fail(c, -EFAULT, "KVM internal error %u on vCPU %u", c->run->internal.suberror,
+				 c->index);
+			return NULL;
+		default:
+			cpu_fail(c, -EFAULT, "unexpected KVM exit %u on vCPU %u", c->run->exit_reason,
+				 c->index);
+			return NULL;
+		}
+	}
+}
+
+int kvm_vm_run(struct kvm_vm *vm, int *ret_status, char *err, size_t errlen)
+{
+	sigset_t block, old;
+	int r = 0;
+
+	/* only the vCPU threads take the kick and overflow signals */
+	sigemptyset(&block);
+	sigaddset(&block, KICK_SIGNAL);
+	if (vm->cfg.signo)
+		sigaddset(&block, vm->cfg.signo);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	for (unsigned int i = 0; i < vm->nr_cpus; i++) {
+		r = -pthread_create(&vm->cpus[i].thread, NULL, cpu_thread, &vm->cpus[i]);
+		if (r < 0) {
+			snprintf(err, errlen, "cannot start vCPU thread %u: %s", i, strerror(-r));
+			pthread_mutex_lock(&vm->lock);
+			stop_all(vm);
+			pthread_mutex_unlock(&vm->lock);
+			for (unsigned int j = 0; j < i; j++)
+				pthread_join(vm->cpus[j].thread, NULL);
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+			return r;
+		}
+	}
+	for (unsigned int i = 0; i < vm->nr_cpus; i++)
+		pthread_join(vm->cpus[i].thread, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	for (unsigned int i = 0; i < vm->nr_cpus; i++) {
+		if (vm->cpus[i].error) {
+			snprintf(err, errlen, "%s", vm->cpus[i].err);
+			return vm->cpus[i].error;
+		}
+	}
+	*ret_status = vm->plat.exit_status;
+	return 0;
+}
