@@ -20,7 +20,7 @@
  *      -> vpmu_msr_read/write (error -> #GP), a PMI callback that the loop
  *      turns into an MSI/NMI per vpmu_lvt_decode() of the LVT (set its
  *      mask bit with KVM_SET_LAPIC) and vpmu_pmi_delivered();
- *   5. RDPMC: KVM emulates it in the kernel, so write vpmu_rdpmc() values
+ *   5. RDPMC: KVM emulates it in the kernel, so write vpmu_rdpmc_peek() values
  *      into KVM's PMU counters (host-initiated KVM_SET_MSRS) before entry.
  *
  * Exits 77 (a skip for test harnesses) where /dev/kvm is absent.
@@ -169,9 +169,9 @@ static void refresh_rdpmc_shadow(struct vm *vm)
 	uint64_t v;
 
 	memset(&m.h, 0, sizeof(m.h));
-	for (uint32_t i = 0; m.h.nmsrs < 16 && vpmu_rdpmc(vm->pmu, i, &v) == 0; i++)
+	for (uint32_t i = 0; m.h.nmsrs < 16 && vpmu_rdpmc_peek(vm->pmu, i, &v) == 0; i++)
 		m.h.entries[m.h.nmsrs++] = (struct kvm_msr_entry){ .index = 0xc1 + i, .data = v };
-	for (uint32_t i = 0; m.h.nmsrs < 16 && vpmu_rdpmc(vm->pmu, 1u << 30 | i, &v) == 0; i++)
+	for (uint32_t i = 0; m.h.nmsrs < 16 && vpmu_rdpmc_peek(vm->pmu, 1u << 30 | i, &v) == 0; i++)
 		m.h.entries[m.h.nmsrs++] = (struct kvm_msr_entry){ .index = 0x309 + i, .data = v };
 	ioctl(vm->cpu, KVM_SET_MSRS, &m);
 }

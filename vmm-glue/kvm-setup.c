@@ -154,9 +154,9 @@ size_t kvm_rdpmc_shadow(struct vpmu_vcpu *vcpu, struct kvm_msr_entry *ret, size_
 	uint64_t v;
 
 	/* IA32_PMCx and IA32_FIXED_CTRx, as far as RDPMC reaches (it faults past the last) */
-	for (uint32_t i = 0; n < capacity && vpmu_rdpmc(vcpu, i, &v) == 0; i++)
+	for (uint32_t i = 0; n < capacity && vpmu_rdpmc_peek(vcpu, i, &v) == 0; i++)
 		ret[n++] = (struct kvm_msr_entry){ .index = 0xc1 + i, .data = v };
-	for (uint32_t i = 0; n < capacity && vpmu_rdpmc(vcpu, 1u << 30 | i, &v) == 0; i++)
+	for (uint32_t i = 0; n < capacity && vpmu_rdpmc_peek(vcpu, 1u << 30 | i, &v) == 0; i++)
 		ret[n++] = (struct kvm_msr_entry){ .index = 0x309 + i, .data = v };
 	return n;
 }

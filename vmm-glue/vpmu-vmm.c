@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vpmu-vmm: boot a guest kernel with the vPMU attached. On this build the
- * vCPU is the built-in emulator (Unicorn + Capstone) with exact counting;
- * the guest's serial output goes to stdout and the exit status comes from
- * the isa-debug-exit device.
+ * vpmu-vmm: boot a guest kernel with the vPMU attached. The vCPU is KVM
+ * (kvm.c: the guest on KVM, its PMU in this process) or the built-in
+ * emulator (Unicorn + Capstone, exact counting); the guest's serial
+ * output goes to stdout and the exit status comes from the isa-debug-exit
+ * device.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <linux/perf_event.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -15,13 +17,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bits.h"
+#include "bzimage.h"
 #include "emu.h"
+#include "kvm.h"
 #include "loader.h"
 #include "msr-index.h"
 #include "walk.h"
@@ -34,13 +39,15 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: vpmu-vmm [OPTIONS] KERNEL\n"
-		"Boot KERNEL (multiboot v1 or ELF64) with a virtual PMU.\n\n"
-		"  --accel auto|kvm|emu        vCPU: auto picks emu when /dev/kvm is absent (default auto)\n"
+		"Boot KERNEL (multiboot v1, ELF64, or a Linux bzImage on KVM) with a virtual PMU.\n\n"
+		"  --accel auto|kvm|emu        vCPU: auto picks kvm where /dev/kvm works and the host has a\n"
+		"                              hardware PMU to back guest counters, else emu (default auto)\n"
+		"  --smp N                     vCPUs (KVM only; default 1)\n"
 		"  --cpu MODEL                 guest CPU model (default Skylake-Server)\n"
 		"  --mem SIZE                  guest RAM, e.g. 128M, 1G (default 128M; no suffix: MiB)\n"
-		"  --host-counters exact|time|perf  what backs guest counters (default exact on emu)\n"
+		"  --host-counters auto|exact|time|perf  what backs guest counters (auto: exact on emu)\n"
 		"  --append CMDLINE            kernel command line\n"
-		"  --initrd FILE               pass FILE as a multiboot module\n"
+		"  --initrd FILE               pass FILE as a multiboot module (a bzImage's initrd on KVM)\n"
 		"  --stats PATH                serve vPMU statistics on Unix socket PATH (read with vpmu-stat)\n"
 		"  --pebs-dump FILE            at exit, write the guest's PEBS buffer to FILE (read with vpmu-pebs)\n"
 		"  --max-insns N               stop with an error after N guest instructions\n"
@@ -120,10 +127,11 @@ static void *read_file(const char *path, size_t *ret_size, char *err, size_t err
 	return buf;
 }
 
+static void summary_vpmu(struct vpmu_vcpu *vcpu);
+
 static void summary(struct emu *emu)
 {
 	struct emu_stats s;
-	struct vpmu_stats v;
 
 	emu_get_stats(emu, &s);
 	fprintf(stderr, "vpmu-vmm: guest: %llu instructions, %llu cycles (modelled); %llu blocks, "
@@ -139,7 +147,14 @@ static void summary(struct emu *emu)
 		(unsigned long long)s.rdpmc_exits, (unsigned long long)s.io_exits,
 		(unsigned long long)s.interrupts, (unsigned long long)s.nmis,
 		(unsigned long long)s.exceptions, (unsigned long long)s.pmis);
-	if (!emu_vpmu(emu) || vpmu_stats_read(emu_vpmu(emu), &v) < 0)
+	summary_vpmu(emu_vpmu(emu));
+}
+
+static void summary_vpmu(struct vpmu_vcpu *vcpu)
+{
+	struct vpmu_stats v;
+
+	if (!vcpu || vpmu_stats_read(vcpu, &v) < 0)
 		return;
 	fprintf(stderr, "vpmu-vmm: vpmu %s/%s: %llu MSR reads, %llu writes, %llu #GP, %llu RDPMC, "
 		"%llu overflows, %llu PMIs requested, %llu delivered\n",
@@ -600,6 +615,93 @@ static int pebs_dump(struct emu *emu, const char *path, char *err, size_t errlen
 	return r;
 }
 
+/* ---- --accel kvm ----------------------------------------------------------- */
+
+static bool is_bzimage(const uint8_t *img, size_t size)
+{
+	return size > 0x206 && !memcmp(img + BP_HEADER, "HdrS", 4);
+}
+
+/* Whether perf can count hardware instructions here: what backs guest counters under KVM. */
+static bool host_has_pmu(void)
+{
+	struct perf_event_attr a = { .type = PERF_TYPE_HARDWARE, .size = sizeof(a),
+				     .config = PERF_COUNT_HW_INSTRUCTIONS, .disabled = 1,
+				     .exclude_kernel = 1, .exclude_hv = 1 };
+	int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+struct run_args {
+	const char *kernel, *append, *initrd, *stats;
+	const void *image, *initrd_data;
+	size_t size, initrd_size;
+	bool verbose;
+};
+
+static int run_kvm(const struct kvm_vm_config *kc, const struct run_args *a)
+{
+	struct stats_server srv = { .running = false };
+	struct kvm_vm *vm = NULL;
+	struct vmm_boot boot;
+	struct vmm_module mod = { a->initrd_data, a->initrd_size, a->initrd };
+	char err[512];
+	int r, status = 0;
+
+	r = kvm_vm_new(kc, &vm, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "vpmu-vmm: --accel kvm: %s\n", err);
+		return EXIT_VMM_ERROR;
+	}
+	if (is_bzimage(a->image, a->size)) {
+		r = kvm_vm_boot_linux(vm, a->image, a->size, a->append, a->initrd_data, a->initrd_size,
+				      err, sizeof(err));
+	} else {
+		struct vmm_ram ram = kvm_vm_ram(vm);
+
+		r = vmm_load_kernel(&ram, a->image, a->size, a->append, a->initrd ? &mod : NULL,
+				    a->initrd ? 1 : 0, &boot, err, sizeof(err));
+		if (r == 0)
+			r = kvm_vm_boot(vm, &boot, err, sizeof(err));
+	}
+	if (r < 0) {
+		fprintf(stderr, "vpmu-vmm: %s: %s\n", a->kernel, err);
+		kvm_vm_free(vm);
+		return EXIT_VMM_ERROR;
+	}
+	if (a->stats && stats_start(&srv, a->stats, kvm_vm_vpmu(vm, 0), err, sizeof(err)) < 0) {
+		fprintf(stderr, "vpmu-vmm: %s\n", err);
+		kvm_vm_free(vm);
+		return EXIT_VMM_ERROR;
+	}
+	r = kvm_vm_run(vm, &status, err, sizeof(err));
+	fflush(stdout);
+	if (r < 0) {
+		fprintf(stderr, "vpmu-vmm: %s\n", err);
+		status = EXIT_VMM_ERROR;
+	}
+	stats_stop(&srv);
+	if (a->verbose) {
+		struct kvm_vm_stats st;
+
+		kvm_vm_stats(vm, &st);
+		fprintf(stderr, "vpmu-vmm: kvm: %u vCPU(s); exits: %llu, %llu MSR, %llu I/O; %llu "
+			"PMIs (%llu NMIs), %llu RDPMC shadow refreshes, %llu signals\n", kc->smp,
+			(unsigned long long)st.exits, (unsigned long long)st.msr_exits,
+			(unsigned long long)st.io_exits, (unsigned long long)st.pmis,
+			(unsigned long long)st.nmis, (unsigned long long)st.shadow_writes,
+			(unsigned long long)st.signals);
+		for (unsigned int i = 0; i < kc->smp; i++)
+			summary_vpmu(kvm_vm_vpmu(vm, i));
+	}
+	kvm_vm_free(vm);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -613,10 +715,11 @@ int main(int argc, char **argv)
 		{ "pebs-dump", required_argument, NULL, 'P' },
 		{ "max-insns", required_argument, NULL, 'n' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "smp", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
-	const char *accel = "auto", *counters = "exact", *append = NULL, *initrd = NULL;
+	const char *accel = "auto", *counters = "auto", *append = NULL, *initrd = NULL;
 	const char *stats = NULL, *dump = NULL;
 	struct stats_server srv = { .running = false };
 	struct emu_config cfg;
@@ -626,7 +729,9 @@ int main(int argc, char **argv)
 	char err[512];
 	void *image, *initrd_data = NULL;
 	size_t size, initrd_size = 0;
-	bool verbose = false;
+	bool verbose = false, use_kvm;
+	unsigned int smp = 1;
+	char why[256];
 	int c, r, status = 0;
 
 	emu_config_init(&cfg);
@@ -647,6 +752,17 @@ int main(int argc, char **argv)
 		case 'P': dump = optarg; break;
 		case 'n': cfg.max_instructions = strtoull(optarg, NULL, 0); break;
 		case 'v': verbose = true; break;
+		case 'S': {
+			char *end;
+			unsigned long n = strtoul(optarg, &end, 10);
+
+			if (*end || !n || n > KVM_VM_MAX_VCPUS) {
+				fprintf(stderr, "vpmu-vmm: --smp %s: use 1 to %u\n", optarg, KVM_VM_MAX_VCPUS);
+				return EXIT_VMM_ERROR;
+			}
+			smp = (unsigned int)n;
+			break;
+		}
 		case 'h': usage(stdout); return 0;
 		default:
 			fprintf(stderr, "vpmu-vmm: see vpmu-vmm --help\n");
@@ -662,19 +778,69 @@ int main(int argc, char **argv)
 		fprintf(stderr, "vpmu-vmm: --accel %s: use auto, kvm or emu\n", accel);
 		return EXIT_VMM_ERROR;
 	}
-	if (strcmp(counters, "exact") && strcmp(counters, "time") && strcmp(counters, "perf")) {
-		fprintf(stderr, "vpmu-vmm: --host-counters %s: use exact, time or perf\n", counters);
+	if (strcmp(counters, "auto") && strcmp(counters, "exact") && strcmp(counters, "time") &&
+	    strcmp(counters, "perf")) {
+		fprintf(stderr, "vpmu-vmm: --host-counters %s: use auto, exact, time or perf\n", counters);
 		return EXIT_VMM_ERROR;
 	}
-	if (!strcmp(accel, "kvm")) {
-		fprintf(stderr, "vpmu-vmm: --accel kvm is not available yet in this build: use --accel emu "
-			"(or auto)\n");
+	use_kvm = !strcmp(accel, "kvm");
+	if (!strcmp(accel, "auto")) {
+		if (kvm_probe(why, sizeof(why)) < 0) {
+			use_kvm = false;
+		} else if (!host_has_pmu()) {
+			snprintf(why, sizeof(why), "KVM works here but the host has no hardware PMU to "
+				 "back guest counters; the emulator counts exactly");
+			use_kvm = false;
+		} else {
+			snprintf(why, sizeof(why), "/dev/kvm works and the host has a hardware PMU");
+			use_kvm = true;
+		}
+		if (verbose)
+			fprintf(stderr, "vpmu-vmm: --accel auto: using %s (%s)\n",
+				use_kvm ? "KVM" : "the emulator", why);
+	}
+	if (use_kvm) {
+		struct kvm_vm_config kc;
+		struct run_args a = { .kernel = argv[optind], .append = append, .initrd = initrd,
+				      .stats = stats, .verbose = verbose };
+
+		if (!strcmp(counters, "exact")) {
+			fprintf(stderr, "vpmu-vmm: --host-counters exact needs the emulator, which sees "
+				"every instruction; under KVM guest counters are backed by host perf "
+				"events (the default there)\n");
+			return EXIT_VMM_ERROR;
+		}
+		if (dump) {
+			fprintf(stderr, "vpmu-vmm: --pebs-dump reads the buffer through the emulator's "
+				"paging state: use --accel emu\n");
+			return EXIT_VMM_ERROR;
+		}
+		kvm_vm_config_init(&kc);
+		kc.model = cfg.model;
+		kc.mem_size = cfg.mem_size;
+		kc.smp = smp;
+		a.image = read_file(argv[optind], &a.size, err, sizeof(err));
+		if (!a.image) {
+			fprintf(stderr, "vpmu-vmm: %s\n", err);
+			return EXIT_VMM_ERROR;
+		}
+		if (initrd) {
+			a.initrd_data = read_file(initrd, &a.initrd_size, err, sizeof(err));
+			if (!a.initrd_data) {
+				fprintf(stderr, "vpmu-vmm: %s\n", err);
+				free((void *)a.image);
+				return EXIT_VMM_ERROR;
+			}
+		}
+		status = run_kvm(&kc, &a);
+		free((void *)a.image);
+		free((void *)a.initrd_data);
+		return status;
+	}
+	if (smp != 1) {
+		fprintf(stderr, "vpmu-vmm: --smp %u: the emulator runs one vCPU; use --accel kvm\n", smp);
 		return EXIT_VMM_ERROR;
 	}
-	if (!strcmp(accel, "auto") && verbose)
-		fprintf(stderr, "vpmu-vmm: --accel auto: using the emulator (%s)\n",
-			access("/dev/kvm", R_OK | W_OK) ? "/dev/kvm is absent"
-							 : "the KVM vCPU is not in this build yet");
 	if (!strcmp(counters, "perf")) {
 		fprintf(stderr, "vpmu-vmm: --host-counters perf makes no sense under the emulator, whose "
 			"guest never runs on the host PMU: use --host-counters exact\n");
@@ -689,6 +855,12 @@ int main(int argc, char **argv)
 	image = read_file(argv[optind], &size, err, sizeof(err));
 	if (!image) {
 		fprintf(stderr, "vpmu-vmm: %s\n", err);
+		return EXIT_VMM_ERROR;
+	}
+	if (is_bzimage(image, size)) {
+		fprintf(stderr, "vpmu-vmm: %s is a Linux bzImage, which boots with --accel kvm; the "
+			"emulator runs multiboot and ELF64 kernels\n", argv[optind]);
+		free(image);
 		return EXIT_VMM_ERROR;
 	}
 	if (initrd) {

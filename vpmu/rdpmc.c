@@ -8,10 +8,14 @@
 
 int vpmu_rdpmc(struct vpmu_vcpu *vcpu, uint32_t ecx, uint64_t *ret_value)
 {
+	vcpu->stats.rdpmcs++;
+	return vpmu_rdpmc_peek(vcpu, ecx, ret_value);
+}
+
+int vpmu_rdpmc_peek(struct vpmu_vcpu *vcpu, uint32_t ecx, uint64_t *ret_value)
+{
 	const struct vpmu_model *m = &vcpu->model;
 	uint32_t idx = ecx & ~(uint32_t)(RDPMC_FIXED | RDPMC_FAST | RDPMC_METRICS);
-
-	vcpu->stats.rdpmcs++;
 	/* Fast reads (ECX[31]) are a P6/NetBurst feature: #GP here. */
 	if (ecx & RDPMC_FAST)
 		return -EINVAL;

@@ -349,6 +349,12 @@ VPMU_API size_t vpmu_msr_list(const struct vpmu_vcpu *vcpu, uint32_t *msrs, size
  */
 VPMU_API int vpmu_rdpmc(struct vpmu_vcpu *vcpu, uint32_t ecx, uint64_t *ret_value);
 
+/*
+ * What a guest RDPMC with ECX = `ecx` would return now, for the VMM's own
+ * use (e.g. KVM's RDPMC shadow): not counted as a guest access.
+ */
+VPMU_API int vpmu_rdpmc_peek(struct vpmu_vcpu *vcpu, uint32_t ecx, uint64_t *ret_value);
+
 /* ---- CPUID and IA32_MISC_ENABLE ----------------------------------------- */
 
 struct vpmu_cpuid_entry {
