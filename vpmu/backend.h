@@ -37,6 +37,14 @@ struct vpmu_hw_want {
 	uint64_t mask;		/* counter width */
 };
 
+/* What a backend knows of one host counter, for the stats. */
+struct vpmu_backend_info {
+	uint64_t time_enabled;	/* ns the host event was enabled, as perf reports it */
+	uint64_t time_running;	/* ns it was on a hardware counter (less: multiplexed) */
+	bool degraded;		/* counts, but not all the time, or overflows may come late */
+	int error;		/* why degraded: negative errno, else 0 */
+};
+
 struct vpmu_backend_ops {
 	const char *name;
 	bool cheap_read;	/* read() costs no syscall: fold before publishing stats */
@@ -56,10 +64,20 @@ struct vpmu_backend_ops {
 		      uint64_t *ret_delta);
 	/* Events counted since the previous update or read. */
 	uint64_t (*read)(void *state, unsigned int ctr);
+	/*
+	 * Optional (host backends): take the host overflows that arrived
+	 * since the last poll; returns the counters that wrapped, for the
+	 * core to fold with an update (vpmu_vcpu_poll).
+	 */
+	uint64_t (*poll)(void *state);
+	/* Optional: what the stats show of counter `ctr`'s host event. */
+	void (*info)(void *state, unsigned int ctr, struct vpmu_backend_info *ret);
 };
 
 extern const struct vpmu_backend_ops vpmu_backend_none;
 extern const struct vpmu_backend_ops vpmu_backend_exact;
+extern const struct vpmu_backend_ops vpmu_backend_time;
+extern const struct vpmu_backend_ops vpmu_backend_perf;
 
 /* Core entry for backends: these counters (bit mask) may have overflowed. */
 void counters_overflowed(struct vpmu_vcpu *vcpu, uint64_t ctr_mask);

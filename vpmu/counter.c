@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bits.h"
+#include "filter.h"
 #include "msr-index.h"
 #include "pmu.h"
 
@@ -122,9 +123,22 @@ static void counter_update(struct vpmu_vcpu *vcpu, unsigned int ctr)
 	struct vpmu_hw *hw = counter_hw(vcpu, ctr);
 	struct vpmu_hw_want w;
 	uint64_t delta = 0;
+	bool filtered;
 	int r;
 
 	want_of(vcpu, ctr, &w);
+	/* the event filter, before any host event is created: denied = not counting */
+	filtered = w.ev.kind != HEV_NONE &&
+		   !filter_allows_counter(vcpu->filter, ctr, is_fixed(ctr) ? 0 : vcpu->gp[ctr].evtsel,
+					  vcpu->fixed_ctrl);
+	if (filtered) {
+		memset(&w.ev, 0, sizeof(w.ev));
+		w.enabled = false;
+	}
+	if (hw->filtered != filtered) {
+		hw->filtered = filtered;
+		vcpu->stats_dirty = true;
+	}
 	/* never programmed and still not: nothing for the backend to do */
 	if (w.ev.kind == HEV_NONE && hw->ev.kind == HEV_NONE) {
 		hw->discard = false;
@@ -220,10 +234,25 @@ void counters_overflowed(struct vpmu_vcpu *vcpu, uint64_t ctr_mask)
 	apply(vcpu);
 }
 
+int vpmu_vcpu_poll(struct vpmu_vcpu *vcpu)
+{
+	uint64_t ovf;
+
+	if (!vcpu->backend->poll)
+		return 0;
+	/* the backend's update, called for each of them, folds what they counted */
+	ovf = vcpu->backend->poll(vcpu->backend_state) & all_counters(vcpu);
+	if (!ovf)
+		return 0;
+	counters_overflowed(vcpu, ovf);
+	return __builtin_popcountll(ovf);
+}
+
 int vpmu_vcpu_sync(struct vpmu_vcpu *vcpu)
 {
 	vcpu->stats.syncs++;
 	vcpu->stats_dirty = true;
+	vpmu_vcpu_poll(vcpu);
 	apply(vcpu);
 	return 0;
 }

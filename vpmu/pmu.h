@@ -19,6 +19,7 @@ struct vpmu_hw {
 	bool discard;			/* guest rewrote the value since the last fold */
 	bool backed;
 	int error;			/* last update's error, if unbacked */
+	bool filtered;			/* programmed, but the event filter denies it */
 	uint64_t overflows, creates, updates;
 };
 
@@ -77,6 +78,8 @@ struct vpmu_vcpu {
 
 	/* counting */
 	const struct vpmu_backend_ops *backend;
+	int signo;			/* host backends' overflow signal (vpmu_config.signo) */
+	const struct vpmu_filter *filter;	/* NULL: the default policy (filter.c) */
 	void *backend_state;
 	uint64_t dirty;			/* counters to update at the next sync */
 	uint64_t unavailable_events;	/* CPUID.0AH:EBX */

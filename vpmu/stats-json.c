@@ -99,6 +99,8 @@ static void put_counter(struct out *o, const struct vpmu_event_table *t, unsigne
 		{ VPMU_CTR_RUNNING, "running" },
 		{ VPMU_CTR_BACKED, "backed" },
 		{ VPMU_CTR_UNBACKED, "unbacked" },
+		{ VPMU_CTR_FILTERED, "filtered" },
+		{ VPMU_CTR_DEGRADED, "degraded" },
 	};
 	const char *name = event_name(t, slot, c);
 	bool first = true;
@@ -109,8 +111,9 @@ static void put_counter(struct out *o, const struct vpmu_event_table *t, unsigne
 		put_str(o, name, 256);
 	else
 		put(o, "null");
-	put(o, ",\"count\":%" PRIu64 ",\"overflows\":%" PRIu64 ",\"creates\":%" PRIu64
-	    ",\"updates\":%" PRIu64 ",\"flags\":[", c->count, c->overflows, c->creates, c->updates);
+	put(o, ",\"count\":%" PRIu64 ",\"time_enabled\":%" PRIu64 ",\"time_running\":%" PRIu64
+	    ",\"overflows\":%" PRIu64 ",\"creates\":%" PRIu64 ",\"updates\":%" PRIu64 ",\"flags\":[",
+	    c->count, c->time_enabled, c->time_running, c->overflows, c->creates, c->updates);
 	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
 		if (!(c->flags & flags[i].bit))
 			continue;
@@ -118,7 +121,8 @@ static void put_counter(struct out *o, const struct vpmu_event_table *t, unsigne
 		first = false;
 	}
 	put(o, "],\"state\":\"%s\",\"error\":%" PRId32 "}",
-	    c->flags & VPMU_CTR_BACKED ? "backed" : c->flags & VPMU_CTR_UNBACKED ? "unbacked" : "idle",
+	    c->flags & VPMU_CTR_BACKED ? "backed" : c->flags & VPMU_CTR_UNBACKED ? "unbacked" :
+	    c->flags & VPMU_CTR_FILTERED ? "filtered" : "idle",
 	    c->error);
 }
 

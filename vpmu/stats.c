@@ -26,6 +26,8 @@ static void counter_stats(struct vpmu_vcpu *vcpu, unsigned int ctr, unsigned int
 	cs->creates = hw->creates;
 	cs->updates = hw->updates;
 	cs->flags = VPMU_CTR_IMPLEMENTED;
+	if (hw->filtered)
+		cs->flags |= VPMU_CTR_PROGRAMMED | VPMU_CTR_FILTERED;
 	if (hw->ev.kind != HEV_NONE) {
 		cs->flags |= VPMU_CTR_PROGRAMMED;
 		cs->flags |= hw->backed ? VPMU_CTR_BACKED : VPMU_CTR_UNBACKED;
@@ -33,6 +35,19 @@ static void counter_stats(struct vpmu_vcpu *vcpu, unsigned int ctr, unsigned int
 			cs->flags |= VPMU_CTR_RUNNING;
 	}
 	cs->error = hw->error;
+	cs->time_enabled = cs->time_running = 0;
+	if (vcpu->backend->info && hw->backed) {
+		struct vpmu_backend_info bi;
+
+		vcpu->backend->info(vcpu->backend_state, ctr, &bi);
+		cs->time_enabled = bi.time_enabled;
+		cs->time_running = bi.time_running;
+		if (bi.degraded) {
+			cs->flags |= VPMU_CTR_DEGRADED;
+			if (!cs->error)
+				cs->error = bi.error;
+		}
+	}
 }
 
 void stats_publish(struct vpmu_vcpu *vcpu)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* vCPU lifetime: creation from a (narrowed) model, reset, logging. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,7 @@ void vpmu_config_init(struct vpmu_config *cfg)
 	cfg->nr_gp = -1;
 	cfg->nr_fixed = -1;
 	cfg->log_level = VPMU_LOG_INFO;
+	cfg->signo = SIGRTMIN + 4;
 }
 
 int vpmu_vcpu_new(const struct vpmu_config *cfg, struct vpmu_vcpu **ret_vcpu)
@@ -58,7 +60,9 @@ int vpmu_vcpu_new(const struct vpmu_config *cfg, struct vpmu_vcpu **ret_vcpu)
 	const char *why = NULL;
 	int r;
 
-	if (!cfg || !ret_vcpu || cfg->size != sizeof(*cfg))
+	/* configs from before `filter` was added stay valid (the default policy) */
+	if (!cfg || !ret_vcpu || cfg->size < offsetof(struct vpmu_config, filter) ||
+	    cfg->size > sizeof(*cfg))
 		return -EINVAL;
 	base = model_lookup(cfg->model);
 	if (!base) {
@@ -75,6 +79,16 @@ int vpmu_vcpu_new(const struct vpmu_config *cfg, struct vpmu_vcpu **ret_vcpu)
 		free(vcpu);
 		return r;
 	}
+	if (cfg->size >= offsetof(struct vpmu_config, linear_bits) + sizeof(cfg->linear_bits) &&
+	    cfg->linear_bits) {
+		if (cfg->linear_bits != 48 && cfg->linear_bits != 57) {
+			cfg_logf(cfg, VPMU_LOG_ERR, "linear_bits %d: use 48, 57 or 0 (the model's)",
+				 cfg->linear_bits);
+			free(vcpu);
+			return -EINVAL;
+		}
+		vcpu->model.linear_bits = (uint8_t)cfg->linear_bits;
+	}
 	model_derive(&vcpu->model, &vcpu->mask);
 	msr_counts_init(vcpu);
 	vcpu->log = cfg->log;
@@ -84,6 +98,12 @@ int vpmu_vcpu_new(const struct vpmu_config *cfg, struct vpmu_vcpu **ret_vcpu)
 	vcpu->pmi_data = cfg->pmi_data;
 	vcpu->regs = cfg->regs;
 	vcpu->regs_data = cfg->regs_data;
+	if (cfg->size >= offsetof(struct vpmu_config, filter) + sizeof(cfg->filter))
+		vcpu->filter = cfg->filter;
+
+	vcpu->signo = SIGRTMIN + 4;
+	if (cfg->size >= offsetof(struct vpmu_config, signo) + sizeof(cfg->signo))
+		vcpu->signo = cfg->signo;
 
 	switch (cfg->backend) {
 	case VPMU_BACKEND_NONE:
@@ -91,6 +111,12 @@ int vpmu_vcpu_new(const struct vpmu_config *cfg, struct vpmu_vcpu **ret_vcpu)
 		break;
 	case VPMU_BACKEND_EXACT:
 		vcpu->backend = &vpmu_backend_exact;
+		break;
+	case VPMU_BACKEND_TIME:
+		vcpu->backend = &vpmu_backend_time;
+		break;
+	case VPMU_BACKEND_PERF:
+		vcpu->backend = &vpmu_backend_perf;
 		break;
 	default:
 		cfg_logf(cfg, VPMU_LOG_ERR, "unknown host-counter backend %d", (int)cfg->backend);

@@ -312,8 +312,10 @@ def main():
           '--json: gp1 overflowed once per PMI')
     check(v['pmis_requested'] == pmis and v['pmis_delivered'] == pmis, '--json: PMIs requested/delivered')
     check(ctr['gp2']['state'] == 'idle' and ctr['gp2']['event'] is None, '--json: idle counter')
-    check(len(v['counters']) == 7 and v['version'] == 1 and v['msr_writes'] > 0,
-          '--json: 4 GP + 3 fixed counters, stats fields')
+    check(len(v['counters']) == 7 and v['version'] == 2 and v['msr_writes'] > 0,
+          '--json: 4 GP + 3 fixed counters, stats fields (struct version 2)')
+    check(all(c['time_enabled'] == 0 and c['time_running'] == 0 for c in v['counters']),
+          '--json: the exact backend has no host times')
     for f in ('seq', 'msr_reads', 'msr_writes', 'msr_faults', 'rdpmcs', 'syncs', 'backend_ops',
               'backend_reads', 'creates', 'overflows', 'pmis_requested', 'pmis_delivered',
               'global_status', 'global_ctrl', 'pebs_records', 'pebs_bytes', 'pebs_skipped',

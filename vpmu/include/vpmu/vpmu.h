@@ -41,6 +41,7 @@ extern "C" {
 #endif
 
 struct vpmu_vcpu;
+struct vpmu_filter;	/* a PMU event filter, see vpmu_filter_parse() */
 
 enum vpmu_log_level {
 	VPMU_LOG_ERR = 3,
@@ -73,7 +74,25 @@ VPMU_API int vpmu_model_find(const char *name);
 enum vpmu_backend {
 	VPMU_BACKEND_NONE,	/* nothing: every counter is unbacked, never counts */
 	VPMU_BACKEND_EXACT,	/* counts fed by an emulator: vpmu_exact_feed() */
+	VPMU_BACKEND_TIME,	/* cycles from the vCPU thread's CPU time (perf task-clock) */
+	VPMU_BACKEND_PERF,	/* host hardware events, guest mode only (exclude_host) */
 };
+
+/*
+ * The host backends (TIME, PERF) open one perf event per enabled guest
+ * counter on the thread that calls vpmu_vcpu_sync() -- the vCPU thread,
+ * which they count -- and have the kernel send that thread
+ * vpmu_config.signo when a guest counter overflows. The library installs
+ * no signal handler: the VMM installs one (doing nothing, or asking its
+ * run loop to stop) for signo and for SIGIO (the kernel sends SIGIO
+ * instead when the queue of real-time signals is full), without
+ * SA_RESTART where it must interrupt KVM_RUN, and then calls
+ * vpmu_vcpu_poll() or vpmu_vcpu_sync() before it enters the guest again.
+ * A lost signal loses nothing: the overflow is in the event's ring buffer
+ * for the next poll. Failures (EMFILE, EACCES, EBUSY, no such host event)
+ * never stop the vCPU: the counter is unbacked, with the errno in its
+ * stats and one log line, and does not count.
+ */
 
 /*
  * "A PMI is due on this vCPU." Called from inside vpmu calls on the vCPU
@@ -118,6 +137,28 @@ struct vpmu_config {
 	vpmu_log_fn log;	/* may be NULL */
 	void *log_data;
 	enum vpmu_log_level log_level; /* most verbose level passed to log */
+	/*
+	 * The PMU event filter; NULL: the default policy. The vCPU keeps the
+	 * pointer: the filter must outlive every vCPU created with it (one
+	 * filter may serve all vCPUs of a VM, as KVM's is per VM). Configs
+	 * whose size ends before this field get the default policy.
+	 */
+	const struct vpmu_filter *filter;
+	/*
+	 * The signal the host backends send to the vCPU thread when a guest
+	 * counter overflows; vpmu_config_init() sets SIGRTMIN + 4. 0: SIGIO;
+	 * -1: none (overflows are then found only when the VMM polls).
+	 * Configs whose size ends before this field get SIGRTMIN + 4.
+	 */
+	int signo;
+	/*
+	 * The guest's linear-address width as the VMM's CPUID enumerates it
+	 * (CPUID.80000008H:EAX[15:8]): 48, or 57 where the vCPU has 5-level
+	 * paging. WRMSR IA32_DS_AREA is #GP unless canonical at this width.
+	 * 0: the model's (57 for models with LA57). Configs whose size ends
+	 * before this field get the model's.
+	 */
+	int linear_bits;
 };
 
 /* Fill *cfg with defaults: Skylake-Server's full PMU, backend NONE, no log. */
@@ -147,6 +188,17 @@ VPMU_API const char *vpmu_vcpu_model(const struct vpmu_vcpu *vcpu);
  * effect there (the guest does not run in between, so counts stay exact).
  */
 VPMU_API int vpmu_vcpu_sync(struct vpmu_vcpu *vcpu);
+
+/*
+ * Host backends: take the overflows the host counters reported since the
+ * last poll (their ring buffers; a read() only if one looks lost), set
+ * GLOBAL_STATUS and request the PMIs they call for, then apply pending
+ * writes as vpmu_vcpu_sync() does. Call it after the overflow signal
+ * interrupted the guest, or at any exit; vpmu_vcpu_sync() polls too.
+ * Costs no syscall when nothing is lost. Returns how many guest counters
+ * overflowed (0 for the exact and none backends).
+ */
+VPMU_API int vpmu_vcpu_poll(struct vpmu_vcpu *vcpu);
 
 /* ---- the exact backend (emulators) ------------------------------------- */
 
@@ -196,6 +248,15 @@ VPMU_API int vpmu_exact_feed(struct vpmu_vcpu *vcpu, const struct vpmu_exact_cou
  * its largest per-instruction cycle cost) before it must single-step.
  */
 VPMU_API uint64_t vpmu_exact_headroom(const struct vpmu_vcpu *vcpu);
+
+/*
+ * Whether vpmu_exact_feed(vcpu, c) now would overflow a running counter
+ * (and so raise its PMI or PEBS assist), changing nothing. An emulator
+ * asks it for the prefixes of a block to find the instruction an overflow
+ * lands on, and stops right after it instead of single-stepping.
+ */
+VPMU_API bool vpmu_exact_would_overflow(const struct vpmu_vcpu *vcpu,
+					const struct vpmu_exact_counts *c);
 
 /* ---- guest memory and LBRs ----------------------------------------------- */
 
@@ -260,7 +321,7 @@ VPMU_API void vpmu_pmi_delivered(struct vpmu_vcpu *vcpu);
 
 /* ---- statistics ---------------------------------------------------------- */
 
-#define VPMU_STATS_VERSION	1
+#define VPMU_STATS_VERSION	2	/* 2: host times per counter */
 #define VPMU_STATS_COUNTERS	16	/* slots: GP i at i, fixed i at 8 + i */
 
 /* vpmu_counter_stats.flags */
@@ -269,6 +330,9 @@ VPMU_API void vpmu_pmi_delivered(struct vpmu_vcpu *vcpu);
 #define VPMU_CTR_RUNNING	(1u << 2)	/* counting now (global enable, not frozen) */
 #define VPMU_CTR_BACKED		(1u << 3)	/* a host counter counts it */
 #define VPMU_CTR_UNBACKED	(1u << 4)	/* the backend cannot count this event */
+#define VPMU_CTR_FILTERED	(1u << 5)	/* programmed, but the event filter denies it */
+#define VPMU_CTR_DEGRADED	(1u << 6)	/* backed, but not counting all the time, or
+						   overflows may come late (error says why) */
 
 struct vpmu_counter_stats {
 	uint64_t config;	/* IA32_PERFEVTSELx, or the FIXED_CTR_CTRL nibble */
@@ -277,7 +341,9 @@ struct vpmu_counter_stats {
 	uint64_t creates;	/* host events (re)created */
 	uint64_t updates;	/* backend operations on this counter */
 	uint32_t flags;		/* VPMU_CTR_* */
-	int32_t error;		/* why unbacked: negative errno, else 0 */
+	int32_t error;		/* why unbacked or degraded: negative errno, else 0 */
+	uint64_t time_enabled;	/* host backends: ns the host event was enabled */
+	uint64_t time_running;	/* ... and counting (less: multiplexed or not scheduled) */
 };
 
 struct vpmu_stats {
@@ -318,8 +384,9 @@ VPMU_API int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *re
  * the element of a snapshot's "vcpus" array: {"index", "model", "backend",
  * every field of struct vpmu_stats, "counters": [{"slot", "kind" ("gp" or
  * "fixed"), "index", "config", "event" (catalogue name or null), "count",
- * "overflows", "creates", "updates", "flags", "state" ("backed",
- * "unbacked" or "idle"), "error"}, ...]} for each implemented counter.
+ * "time_enabled", "time_running", "overflows", "creates", "updates",
+ * "flags", "state" ("backed", "unbacked", "filtered" or "idle"), "error"},
+ * ...]} for each implemented counter.
  * Written NUL-terminated to `buf`; *ret_len is its length without the NUL.
  * With buf NULL and size 0, only *ret_len is set: the length needed (add
  * one for the NUL). -ENOSPC: `buf` is too small; -EPROTO: st->version is
@@ -387,6 +454,49 @@ VPMU_API int vpmu_cpuid_patch(const struct vpmu_vcpu *vcpu, struct vpmu_cpuid_en
  * per the model. The VMM owns the rest of the MSR.
  */
 VPMU_API uint64_t vpmu_misc_enable_patch(const struct vpmu_vcpu *vcpu, uint64_t value);
+
+/* ---- the PMU event filter ---------------------------------------------- */
+
+/*
+ * Which guest events may reach a host counter, with the semantics of KVM's
+ * KVM_SET_PMU_EVENT_FILTER: an allow or deny list of event select + unit
+ * mask entries, or of masked entries (event select, mask, match, exclude:
+ * an event is in the list when (umask & mask) == match for an include
+ * entry of its event select and for no exclude entry), and a fixed-counter
+ * bitmap (fixed counter i counts iff: allow and bit i set, or deny and bit
+ * i clear). A filtered counter does not count: no host event is created
+ * and the guest reads the value it wrote; its stats carry
+ * VPMU_CTR_FILTERED. The text format is in docs/pmu-filter.md.
+ *
+ * Default policy (no filter): nothing that counts another thread or the
+ * rest of the host reaches it: AnyThread (PERFEVTSEL bit 21, FIXED_CTR_CTRL
+ * bit 4i+2) and OFFCORE_RESPONSE (event select 0xB7, 0xBB) are filtered,
+ * everything else is allowed. AnyThread is filtered under every filter; a
+ * deny list adds to the default policy (OFFCORE_RESPONSE stays filtered);
+ * an allow list replaces it (only what it names counts).
+ *
+ * A filter is immutable: share it between vCPUs and threads freely.
+ */
+
+/*
+ * Parse the text of a filter file. -EINVAL: `err` (if not NULL) gets one
+ * line, "line N: what is wrong" (a missing action line has no number);
+ * -ENOMEM.
+ */
+VPMU_API int vpmu_filter_parse(const char *text, struct vpmu_filter **ret_filter, char *err,
+			       size_t err_size);
+/*
+ * vpmu_filter_parse() of the file at `path`. Also -errno when it cannot be
+ * read (`err`: "cannot open: <reason>"; the path is not repeated) and
+ * -EFBIG past 1 MiB.
+ */
+VPMU_API int vpmu_filter_load(const char *path, struct vpmu_filter **ret_filter, char *err,
+			      size_t err_size);
+VPMU_API void vpmu_filter_free(struct vpmu_filter *filter);
+/* Whether a GP counter programmed with `evtsel` counts (NULL: the default policy). */
+VPMU_API bool vpmu_filter_allows_gp(const struct vpmu_filter *filter, uint64_t evtsel);
+/* Whether fixed counter `idx` counts (NULL: the default policy). */
+VPMU_API bool vpmu_filter_allows_fixed(const struct vpmu_filter *filter, unsigned int idx);
 
 #ifdef __cplusplus
 }
