@@ -295,6 +295,7 @@ bool cpu_exec_special(struct emu *emu, const struct insn *in)
 	bool stop = false;
 	int r = 0;
 
+	emu_feed_flush(emu);	/* the vPMU sees every count before the guest touches it */
 	switch (in->special) {
 	case SP_RDMSR:
 	case SP_WRMSR: {

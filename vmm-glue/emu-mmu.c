@@ -64,7 +64,8 @@ static void apic_write(uc_engine *uc, uint64_t offset, unsigned size, uint64_t v
 	emu->want_stop = true;
 }
 
-static bool add_alias(struct emu *emu, uint64_t la, uint64_t size, bool mmio)
+static bool add_alias(struct emu *emu, uint64_t la, uint64_t size, bool mmio, uint32_t prot,
+		      uint8_t *hva)
 {
 	struct alias *a;
 
@@ -74,6 +75,9 @@ static bool add_alias(struct emu *emu, uint64_t la, uint64_t size, bool mmio)
 	a->la = la;
 	a->size = size;
 	a->mmio = mmio;
+	a->prot = prot;
+	a->hva = hva;
+	a->settle = !mmio && emu->in_run;
 	emu->st.aliases++;
 	/* near Unicorn's limit: drop them all at the next block boundary */
 	if (emu->nr_aliases >= MAX_ALIASES) {
@@ -83,37 +87,48 @@ static bool add_alias(struct emu *emu, uint64_t la, uint64_t size, bool mmio)
 	return true;
 }
 
+/*
+ * A guest page fault: remember it and abort the access; the run loop
+ * delivers #PF once Unicorn has stopped (emu_pf_deliver). Error code per
+ * SDM Vol. 3A 4.7: P (a protection violation, not a missing page), W/R,
+ * U/S (CPL 3), I/D (an instruction fetch, where NX or SMEP make it one).
+ * Tables that lead outside RAM read as not present here (hardware would
+ * read all ones there and report a reserved-bit fault).
+ */
+static bool page_fault(struct emu *emu, uint64_t la, bool present, bool write, bool fetch)
+{
+	emu->pf_pending = true;
+	emu->pf_addr = la;
+	emu->pf_fetch = fetch;
+	emu->pf_err = (present ? 1u : 0) | (write ? 2u : 0) | (emu->cpl == 3 ? 4u : 0) |
+		      (fetch && ((emu->efer & (1ull << 11)) || (emu->cr4 & (1ull << 20))) ? 16u : 0);
+	return false;
+}
+
 bool mmu_map(struct emu *emu, uint64_t la, bool write, bool fetch)
 {
 	struct walk_paging p = paging(emu);
 	struct walk_result w;
 	uint64_t page = la & ~(PAGE - 1), gpa, run;
+	uint32_t prot;
 	unsigned int flags = (write ? WALK_WRITE : 0) | WALK_SET_AD;
 	int r;
 
 	if (!emu->cs64 && !(emu->efer & (1ull << 10)))
 		page &= 0xffffffffull;
 	r = walk_translate(&emu->mem_map, &p, page, flags, &w);
-	if (r == -EFAULT && (emu->cr0 >> 31)) {
-		/* not present, or the walk left RAM: is it the APIC page? */
-		emu_fatal(emu, "guest page fault: linear %#llx (%s) is not mapped by the guest's page tables "
-			  "or they point outside RAM", (unsigned long long)la,
-			  fetch ? "fetch" : write ? "write" : "read");
-		return false;
-	}
+	if (r == -EFAULT && (emu->cr0 >> 31))
+		return page_fault(emu, la, false, write, fetch);	/* not present, or tables outside RAM */
 	gpa = r == 0 ? w.gpa : page;
-	if (r == -EACCES) {
-		emu_fatal(emu, "guest page fault: %s to linear %#llx is not allowed by the guest's page tables",
-			  fetch ? "fetch" : write ? "write" : "read", (unsigned long long)la);
-		return false;
-	}
+	if (r == -EACCES)
+		return page_fault(emu, la, true, write, fetch);
 	if ((gpa & ~(PAGE - 1)) == (emu->apic.base & ~(PAGE - 1)) && lapic_xapic_enabled(&emu->apic)) {
 		if (overlaps(emu, page, PAGE) ||
 		    uc_mmio_map(emu->uc, page, PAGE, apic_read, emu, apic_write, emu) != UC_ERR_OK) {
 			emu_fatal(emu, "cannot map the local APIC at linear %#llx", (unsigned long long)page);
 			return false;
 		}
-		return add_alias(emu, page, PAGE, true);
+		return add_alias(emu, page, PAGE, true, 0, NULL);
 	}
 	if (r < 0 || gpa + PAGE > emu->ram_size) {
 		emu_fatal(emu, "guest %s at linear %#llx reaches guest-physical %#llx, outside the %llu MiB of RAM",
@@ -145,14 +160,12 @@ bool mmu_map(struct emu *emu, uint64_t la, bool write, bool fetch)
 			break;
 		run += PAGE;
 	}
-	if (uc_mem_map_ptr(emu->uc, page, run,
-			   (r == 0 && !w.writable && (emu->cr0 >> 31)) ? UC_PROT_READ | UC_PROT_EXEC
-								      : UC_PROT_ALL,
-			   emu->ram + gpa) != UC_ERR_OK) {
+	prot = (r == 0 && !w.writable && (emu->cr0 >> 31)) ? UC_PROT_READ | UC_PROT_EXEC : UC_PROT_ALL;
+	if (uc_mem_map_ptr(emu->uc, page, run, prot, emu->ram + gpa) != UC_ERR_OK) {
 		emu_fatal(emu, "cannot map linear %#llx onto guest RAM", (unsigned long long)page);
 		return false;
 	}
-	return add_alias(emu, page, run, false);
+	return add_alias(emu, page, run, false, prot, emu->ram + gpa);
 }
 
 void mmu_flush(struct emu *emu)
@@ -162,6 +175,29 @@ void mmu_flush(struct emu *emu)
 	emu->nr_aliases = 0;
 	emu->st.alias_flushes++;
 	emu->paging_dirty = false;
+}
+
+/*
+ * Unicorn 2.0.1 cannot invalidate translations of pages mapped from inside
+ * a hook: a later uc_emu_start `until` (or uc_ctl_remove_cache) in them is
+ * ignored, measured. Mapping the same alias again from outside a run makes
+ * them ordinary; done once per alias before the next run.
+ */
+void mmu_settle(struct emu *emu)
+{
+	for (unsigned int i = 0; i < emu->nr_aliases; i++) {
+		struct alias *a = &emu->aliases[i];
+
+		if (!a->settle)
+			continue;
+		a->settle = false;
+		if (uc_mem_unmap(emu->uc, a->la, a->size) != UC_ERR_OK ||
+		    uc_mem_map_ptr(emu->uc, a->la, a->size, a->prot, a->hva) != UC_ERR_OK) {
+			emu_fatal(emu, "cannot map linear %#llx onto guest RAM again",
+				  (unsigned long long)a->la);
+			return;
+		}
+	}
 }
 
 bool mmu_hook_unmapped(uc_engine *uc, uc_mem_type type, uint64_t addr, int size, int64_t value,
@@ -185,9 +221,8 @@ bool mmu_hook_prot(uc_engine *uc, uc_mem_type type, uint64_t addr, int size, int
 {
 	struct emu *emu = data;
 
-	emu_fatal(emu, "guest page fault: write to linear %#llx, a read-only page in the guest's page tables",
-		  (unsigned long long)addr);
-	return false;
+	/* a read-only alias: the guest's tables say the page is not writable */
+	return page_fault(emu, addr, true, true, false);
 }
 
 bool mmu_ensure(struct emu *emu, uint64_t la)

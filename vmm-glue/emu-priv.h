@@ -17,6 +17,8 @@
 #ifndef VMM_EMU_PRIV_H
 #define VMM_EMU_PRIV_H
 
+#include <signal.h>
+
 #include <capstone/capstone.h>
 #include <unicorn/unicorn.h>
 
@@ -83,6 +85,9 @@ struct blk {
 struct alias {
 	uint64_t la, size;
 	bool mmio;
+	bool settle;		/* RAM mapped from a hook: map it again from outside (mmu_settle) */
+	uint32_t prot;
+	uint8_t *hva;
 };
 
 struct emu {
@@ -110,6 +115,7 @@ struct emu {
 	bool halted;
 	bool nmi_pending, nmi_blocked;
 	bool want_stop;		/* stop at the next block boundary */
+	volatile sig_atomic_t kicked;	/* a host-counter signal (emu_kick): stop and poll */
 	bool paging_dirty;	/* drop every alias and translation */
 	int pending_vector;	/* exception to deliver, or -1 */
 	bool pending_has_err;
@@ -138,12 +144,41 @@ struct emu {
 	/* fast-mode counting: `cur` has retired up to insns[fed] */
 	struct blk *cur;
 	unsigned int fed;
+	/*
+	 * Precise stops without stepping: the overflow lands on insns[k] of a
+	 * block, so the block runs again from its start with Unicorn's
+	 * `until` at the instruction after it (a memory instruction first
+	 * stops before itself, to take its data address).
+	 */
+	/*
+	 * Batched feeding: counts that cannot overflow anything (fewer
+	 * instructions than `budget`, from vpmu_exact_headroom) add up here
+	 * and reach the vPMU in one feed before it is consulted again.
+	 */
+	struct vpmu_exact_counts acc;
+	bool acc_valid;
+	uint64_t budget;	/* instructions that can be batched; 0: ask the vPMU */
+
+	/* a guest page fault seen by a memory hook: delivered once Unicorn has stopped */
+	bool pf_pending;
+	uint64_t pf_addr;
+	uint32_t pf_err;	/* #PF error code (SDM Vol. 3A 4.7) */
+	bool pf_fetch;
+
+	uint64_t until;		/* stop address armed for the next run, 0: none */
+	bool until_arming;	/* the stop that armed it: keep it for the rerun */
+	uint64_t until_next;	/* after a stop before insns[k]: the stop after it */
+	uint64_t until_dla_ip;	/* insns[k] and the address it accesses */
+	uint64_t until_dla;
 	/* step-mode counting: `prev` executed, not yet fed */
 	struct insn prev;
 	bool prev_valid;
 	uint64_t prev_dla;
 	uint64_t hook_rip;	/* the next instruction, as a hook saw it */
+	int trampoline;		/* >= 0: Unicorn runs intr_deliver's CPL change; the vector it stopped on */
 	uint64_t lbr_cycles;	/* cycles since the last recorded branch */
+	/* INT n / INT3 / INT1 retired: its record is written at delivery, FROM it, if RIP is ret */
+	uint64_t lbr_int_from, lbr_int_ret;
 	uint64_t last_pmi_insns;
 	unsigned int storm;
 
@@ -168,6 +203,7 @@ int mmu_read(struct emu *emu, uint64_t la, void *dst, size_t len);
 int mmu_write(struct emu *emu, uint64_t la, const void *src, size_t len);
 bool mmu_map(struct emu *emu, uint64_t la, bool write, bool fetch);
 void mmu_flush(struct emu *emu);
+void mmu_settle(struct emu *emu);
 bool mmu_ensure(struct emu *emu, uint64_t la);
 bool mmu_hook_unmapped(uc_engine *uc, uc_mem_type type, uint64_t addr, int size, int64_t value,
 		       void *data);
@@ -187,6 +223,7 @@ int cpu_msr_write(struct emu *emu, uint32_t msr, uint64_t value);
 /* emu.c */
 void emu_fatal(struct emu *emu, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void emu_feed(struct emu *emu, struct vpmu_exact_counts *c);
+void emu_feed_flush(struct emu *emu);
 void emu_stop(struct emu *emu, uint64_t resume_rip);
 void emu_raise(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip);
 uint64_t emu_reg(struct emu *emu, int reg);

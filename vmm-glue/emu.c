@@ -10,14 +10,20 @@
  *
  * Counting: a block hook feeds each translated block to the vPMU once the
  * next block starts (so the last branch's direction is known). Before a
- * block whose instructions could overflow a counter, the VMM switches to
- * step mode: a code hook on every instruction feeds them one at a time,
- * so an overflow stops the guest right after the instruction that caused
- * it, and its PMI arrives there (the PEBS record gets that IP and the
- * register state after it). Special instructions (emu-cpu.c) get code
+ * block whose instructions could overflow a counter, the VMM asks the
+ * vPMU which instruction the overflow lands on (vpmu_exact_would_overflow
+ * over the block's prefixes) and runs the block again from its start with
+ * Unicorn's `until` right after that instruction, so the guest stops
+ * there and its PMI arrives there (the PEBS record gets that IP and the
+ * register state after it) -- no code hook, so no block stays slow. An
+ * overflow on a block's last instruction needs nothing: the next block's
+ * hook is right after it. Blocks with special instructions, interrupt
+ * windows and REP iterations use step mode: a code hook on every
+ * instruction of the block. Special instructions (emu-cpu.c) get code
  * hooks at their own addresses only.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +43,8 @@ void emu_config_init(struct emu_config *cfg)
 	cfg->mem_size = 128ull << 20;
 	cfg->pmu = true;
 	cfg->serial_out = stdout;
+	cfg->pmu_backend = VPMU_BACKEND_EXACT;
+	cfg->pmu_signo = SIGRTMIN + 4;
 }
 
 void emu_fatal(struct emu *emu, const char *fmt, ...)
@@ -88,6 +96,53 @@ void emu_raise(struct emu *emu, unsigned int vector, bool has_err, uint32_t err,
 	emu_stop(emu, rip);
 }
 
+static void acc_add(struct vpmu_exact_counts *a, const struct vpmu_exact_counts *c)
+{
+	a->instructions += c->instructions;
+	a->cycles += c->cycles;
+	a->ref_cycles += c->ref_cycles;
+	a->branches += c->branches;
+	a->cond_branches += c->cond_branches;
+	a->cond_taken += c->cond_taken;
+	a->near_calls += c->near_calls;
+	a->near_returns += c->near_returns;
+	a->near_taken += c->near_taken;
+	a->far_branches += c->far_branches;
+	a->branch_misses += c->branch_misses;
+	a->loads += c->loads;
+	a->stores += c->stores;
+	a->mem_insts += c->mem_insts;
+	a->cpl = c->cpl;
+	a->last_ip = c->last_ip;
+	a->last_dla = c->last_dla;
+}
+
+/* Instructions the emulator may batch: fewer than any counter's overflow needs. */
+static uint64_t feed_budget(struct emu *emu)
+{
+	uint64_t h = vpmu_exact_headroom(emu->pmu);
+
+	if (h == UINT64_MAX)
+		return UINT64_MAX;
+	return h ? (h - 1) / EMU_CYCLES_MAX : 0;
+}
+
+/* Hand the batched counts to the vPMU: before anything reads or changes its state. */
+void emu_feed_flush(struct emu *emu)
+{
+	if (emu->acc_valid) {
+		emu->acc_valid = false;
+		vpmu_exact_feed(emu->pmu, &emu->acc);
+		memset(&emu->acc, 0, sizeof(emu->acc));
+	}
+	emu->budget = 0;	/* the guest may change counters next: ask again */
+}
+
+/*
+ * Count retired instructions. While they cannot overflow any counter they
+ * are only added up (one addition per block, the common case); the feed
+ * that may overflow one goes to the vPMU at once, with everything before it.
+ */
 void emu_feed(struct emu *emu, struct vpmu_exact_counts *c)
 {
 	c->cpl = emu->cpl;
@@ -95,8 +150,20 @@ void emu_feed(struct emu *emu, struct vpmu_exact_counts *c)
 	emu->st.instructions += c->instructions;
 	emu->st.cycles += c->cycles;
 	emu->lbr_cycles += c->cycles;
-	if (emu->pmu)
-		vpmu_exact_feed(emu->pmu, c);
+	if (!emu->pmu)
+		return;
+	if (emu->acc_valid && emu->acc.cpl != c->cpl)
+		emu_feed_flush(emu);
+	if (!emu->budget && !emu->acc_valid)
+		emu->budget = feed_budget(emu);
+	if (c->instructions < emu->budget) {
+		acc_add(&emu->acc, c);
+		emu->acc_valid = true;
+		emu->budget -= c->instructions;
+		return;
+	}
+	emu_feed_flush(emu);
+	vpmu_exact_feed(emu->pmu, c);
 }
 
 static enum vpmu_branch_kind branch_kind(const struct insn *in)
@@ -121,6 +188,16 @@ static void branch_retired(struct emu *emu, const struct insn *in, uint64_t to,
 	*ret_lbr = false;
 	if (!(in->flags & IC_BRANCH) || !taken)
 		return;
+	/*
+	 * A far branch that went on at the next instruction is a software
+	 * interrupt that Unicorn hands to the VMM: its one LBR record, INT ->
+	 * handler, is intr_deliver()'s to write.
+	 */
+	if ((in->flags & IC_FAR) && to == in->addr + in->len) {
+		emu->lbr_int_from = in->addr;
+		emu->lbr_int_ret = to;
+		return;
+	}
 	if ((in->flags & IC_COND)) {
 		c->cond_taken++;
 		c->near_taken++;
@@ -150,14 +227,18 @@ static void feed_range(struct emu *emu, const struct blk *b, unsigned int from, 
 	if (to == b->n)
 		branch_retired(emu, last, next, &c, &lbr);
 	c.last_ip = last->addr;
-	c.last_dla = 0;
+	c.last_dla = last->addr == emu->until_dla_ip ? emu->until_dla : 0;
 	emu->st.blocks++;
 	if (lbr) {
-		/* the branch retires last: its LBR entry carries the block's cycles */
+		/*
+		 * the branch retires last: its LBR entry carries the block's
+		 * cycles, and is written before its count can request a PMI
+		 * whose freeze (or PEBS LBR group) must include it
+		 */
 		uint64_t cyc = emu->lbr_cycles + c.cycles;
 
-		emu_feed(emu, &c);
 		vpmu_lbr_branch(emu->pmu, last->addr, next, branch_kind(last), emu->cpl, cyc);
+		emu_feed(emu, &c);
 		emu->lbr_cycles = 0;
 		return;
 	}
@@ -198,12 +279,13 @@ static void step_feed_prev(struct emu *emu, uint64_t next)
 	c.last_dla = emu->prev_dla;
 	emu->prev_valid = false;
 	emu->st.stepped++;
-	emu_feed(emu, &c);
-	if (lbr) {
+	/* the branch's record first, as in feed_range() */
+	if (lbr)
 		vpmu_lbr_branch(emu->pmu, emu->prev.addr, next, branch_kind(&emu->prev), emu->cpl,
-				emu->lbr_cycles);
+				emu->lbr_cycles + c.cycles);
+	emu_feed(emu, &c);
+	if (lbr)
 		emu->lbr_cycles = 0;
-	}
 	if (emu->prev.flags & IC_FAR)
 		emu_refresh_mode(emu);
 }
@@ -296,7 +378,7 @@ static void hook_step(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 		if (step_retired(emu, addr))
 			return;
 	}
-	if (emu->fatal || emu->want_stop) {
+	if (emu->fatal || emu->want_stop || emu->kicked) {
 		emu_stop(emu, addr);
 		return;
 	}
@@ -376,6 +458,56 @@ static bool listed(const uint64_t *v, unsigned int n, uint64_t a)
 	return false;
 }
 
+/*
+ * Index of the instruction of `b` (not its last) whose retirement
+ * overflows a counter, or -1: none does before the last one, where the
+ * next block's hook is the precise stop anyway.
+ */
+static int overflow_index(struct emu *emu, const struct blk *b)
+{
+	struct vpmu_exact_counts c;
+
+	memset(&c, 0, sizeof(c));
+	c.cpl = emu->cpl;
+	for (unsigned int i = 0; i + 1 < b->n; i++) {
+		insn_count(&b->insns[i], false, &c);
+		if (vpmu_exact_would_overflow(emu->pmu, &c))
+			return (int)i;
+	}
+	return -1;
+}
+
+/*
+ * Near an overflow, for a block without special instructions: arm a stop
+ * right after the overflowing instruction and rerun the block. False when
+ * no stop is needed (or possible): count the block as usual.
+ */
+static bool arm_until(struct emu *emu, const struct blk *b)
+{
+	const struct insn *last = &b->insns[b->n - 1];
+	int k;
+
+	/* an overflow on the last instruction is precise at the next block, but not its DLA */
+	if (last->dla != DLA_NONE || (last->flags & IC_REP))
+		return false;
+	k = overflow_index(emu, b);
+	if (k < 0)
+		return true;	/* handled: nothing to stop for */
+	if (b->insns[k].flags & IC_REP)
+		return false;
+	emu->until = b->insns[k + 1].addr;
+	emu->until_next = 0;
+	if (b->insns[k].dla != DLA_NONE) {
+		/* first stop before it, for the address it will access */
+		emu->until_next = emu->until;
+		emu->until = b->insns[k].addr;
+	}
+	emu->until_arming = true;
+	emu->st.until_stops++;
+	emu_stop(emu, b->addr);
+	return true;
+}
+
 /* Count block `b` one instruction at a time from now on: a code hook over it. */
 static void hook_block_for_steps(struct emu *emu, struct blk *b)
 {
@@ -396,8 +528,10 @@ static void hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 {
 	struct emu *emu = data;
 	struct blk *b;
-	bool step;
+	bool step, near;
 
+	if (emu->trampoline >= 0)
+		return;	/* not guest code: intr_deliver's CPL change */
 	if (emu->trace)
 		fprintf(stderr, "trace: block %#llx+%u\n", (unsigned long long)addr, size);
 	emu->hook_rip = addr;
@@ -408,7 +542,7 @@ static void hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 		retire_cur(emu, addr);
 	emu->cur = NULL;
 	emu->stepping = false;
-	if (emu->fatal || emu->want_stop) {
+	if (emu->fatal || emu->want_stop || emu->kicked) {
 		emu_stop(emu, addr);
 		return;
 	}
@@ -428,9 +562,24 @@ static void hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 		emu_stop(emu, addr);
 		return;
 	}
-	/* near an overflow (or in an interrupt window): one instruction at a time */
-	step = emu->window || (emu->pmu && vpmu_exact_headroom(emu->pmu) <= (uint64_t)b->n * EMU_CYCLES_MAX) ||
-	       emu->prev_valid;	/* a stepped REP instruction goes on */
+	/* near an overflow: a precise stop after it, or one instruction at a time */
+	near = false;
+	if (!emu->until && emu->pmu && b->n >= emu->budget) {
+		emu_feed_flush(emu);
+		near = vpmu_exact_headroom(emu->pmu) <= (uint64_t)b->n * EMU_CYCLES_MAX;
+	}
+	if (near && !emu->window && !emu->prev_valid && !b->has_special) {
+		if (emu->stopped)
+			return;		/* arm_until stopped before: rerun */
+		if (arm_until(emu, b)) {
+			if (!emu->stopped) {
+				emu->cur = b;
+				emu->fed = 0;
+			}
+			return;
+		}
+	}
+	step = emu->window || near || emu->prev_valid;	/* a stepped REP instruction goes on */
 	if (step) {
 		if (!listed(emu->step_addr, emu->nr_step, addr)) {
 			hook_block_for_steps(emu, b);
@@ -480,6 +629,11 @@ static void hook_intr(uc_engine *uc, uint32_t intno, void *data)
 	bool err = intno == 8 || (intno >= 10 && intno <= 14) || intno == 17;
 	bool trap = intno == 3 || intno == 4 || intno >= 32;
 
+	if (emu->trampoline >= 0) {
+		emu->trampoline = (int)intno;
+		uc_emu_stop(uc);
+		return;
+	}
 	retire_to(emu, rip, trap);
 	emu->st.exceptions++;
 	emu_raise(emu, intno, err, 0, rip);
@@ -603,6 +757,7 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 	emu->cfg = *cfg;
 	emu->trace = getenv("VPMU_EMU_TRACE") != NULL;
 	emu->pending_vector = -1;
+	emu->trampoline = -1;
 	emu->ram_size = cfg->mem_size;
 	emu->ram = mmap(NULL, emu->ram_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
 			MAP_NORESERVE, -1, 0);
@@ -636,13 +791,18 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 	if (cfg->pmu) {
 		vpmu_config_init(&vc);
 		vc.model = cfg->model;
-		vc.backend = VPMU_BACKEND_EXACT;
+		vc.backend = (enum vpmu_backend)cfg->pmu_backend;
+		vc.signo = cfg->pmu_signo;
 		vc.pmi = pmi_cb;
 		vc.pmi_data = emu;
 		vc.regs = regs_cb;
 		vc.regs_data = emu;
+		vc.filter = cfg->pmu_filter;
+		vc.linear_bits = 48;	/* Unicorn has no 5-level paging: CPUID.80000008H says 48 */
 		/* errors come back as codes; vpmu-vmm prints its own line for them */
-		vc.log = NULL;
+		vc.log = cfg->pmu_log;
+		vc.log_data = cfg->pmu_log_data;
+		vc.log_level = VPMU_LOG_WARNING;
 		r = vpmu_vcpu_new(&vc, &emu->pmu);
 		if (r < 0) {
 			snprintf(err, errlen, r == -ENOENT ? "unknown CPU model '%s' (vpmu-vmm --help lists them)"
@@ -750,6 +910,11 @@ struct vpmu_vcpu *emu_vpmu(struct emu *emu)
 struct platform *emu_platform(struct emu *emu)
 {
 	return &emu->plat;
+}
+
+void emu_kick(struct emu *emu)
+{
+	emu->kicked = 1;
 }
 
 void emu_get_stats(const struct emu *emu, struct emu_stats *ret)
@@ -862,6 +1027,58 @@ static void drop_translations(struct emu *emu)
 	emu->remove_cache = false;
 }
 
+/*
+ * The instruction a data access faulted in. Unicorn 2.0.1 leaves RIP at
+ * the start of the translated block, with the instructions before the
+ * faulting one done; the block's decoded instructions tell which one it
+ * is: in step mode the one being stepped, else the first not yet counted
+ * that reads (or writes) memory as the fault did and whose operand (from
+ * the registers now) lies at the faulting address.
+ */
+static uint64_t faulting_insn(struct emu *emu)
+{
+	const struct blk *b = emu->cur;
+	uint64_t first = 0;
+
+	if (emu->stepping && emu->prev_valid)
+		return emu->prev.addr;
+	if (emu->pf_fetch || !b)
+		return emu_reg(emu, UC_X86_REG_RIP);
+	for (unsigned int j = emu->fed; j < b->n; j++) {
+		const struct insn *in = &b->insns[j];
+		uint64_t a;
+
+		/* a write fault comes from an instruction that writes memory, a read one that reads */
+		if (in->dla == DLA_NONE || !(in->flags & (emu->pf_err & 2 ? IC_STORE : IC_LOAD)))
+			continue;
+		if (!first)
+			first = in->addr;
+		a = data_address(emu, in);
+		/* an operand up to 64 bytes (XSAVE aside) may start on the page before */
+		if (emu->pf_addr - a < 64 || (a & ~0xfffull) == (emu->pf_addr & ~0xfffull))
+			return in->addr;
+	}
+	return first ? first : b->insns[emu->fed < b->n ? emu->fed : 0].addr;
+}
+
+/* The #PF a memory hook saw: count what retired before it, then deliver it there. */
+static void pf_deliver(struct emu *emu)
+{
+	uint64_t rip = faulting_insn(emu);
+
+	emu->pf_pending = false;
+	if (emu->stepping)
+		emu->prev_valid = false;	/* the faulting instruction did not retire */
+	else
+		retire_to(emu, rip, false);
+	emu->cur = NULL;
+	emu->until = 0;
+	emu->resume_rip = rip;
+	emu->cr2 = emu->pf_addr;
+	emu->st.page_faults++;
+	emu_raise(emu, 14, true, emu->pf_err, rip);
+}
+
 /* Deliver an exception or interrupt; a failing delivery escalates to #DF, then a triple fault. */
 static void deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip)
 {
@@ -881,6 +1098,8 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 		int v;
 
 		if (emu->plat.exited) {
+			if (emu->pmu)
+				emu_feed_flush(emu);
 			*ret_status = emu->plat.exit_status;
 			return 0;
 		}
@@ -889,6 +1108,8 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 			emu_fatal(emu, "the guest ran past %llu instructions without exiting",
 				  (unsigned long long)emu->cfg.max_instructions);
 		if (emu->fatal) {
+			if (emu->pmu)
+				emu_feed_flush(emu);
 			snprintf(err, errlen, "%s", emu->fatal_msg);
 			return -EFAULT;
 		}
@@ -934,28 +1155,54 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 		}
 		if (emu->remove_cache) {
 			/*
-			 * Retranslate with the new hooks. uc_ctl_remove_cache() does not
-			 * make 2.0.1 retranslate these blocks (their pages are aliases
-			 * mapped from a hook), so flush every translation (~60 ms): once
-			 * per block that gets hooks, which then stay.
+			 * Retranslate the block that got hooks. uc_ctl_remove_cache()
+			 * works on aliases mapped from outside a run (mmu_settle: the
+			 * ones mapped from a hook are mapped again first), so only
+			 * that block goes, not every translation (~25 ms a flush).
 			 */
-			uc_ctl_flush_tlb(emu->uc);
-			emu->st.tb_flushes++;
+			mmu_settle(emu);
+			uc_ctl_remove_cache(emu->uc, emu->remove_cache_addr, emu->remove_cache_end);
+			emu->st.tb_removals++;
 			emu->remove_cache = false;
 		}
-		if (emu->pmu)
-			vpmu_vcpu_sync(emu->pmu);
 		emu->want_stop = false;
+		if (emu->pmu) {
+			if (emu->kicked) {
+				emu->kicked = 0;
+				emu->st.kicks++;
+			}
+			emu_feed_flush(emu);
+			vpmu_vcpu_sync(emu->pmu);	/* polls the host counters too */
+			if (emu->want_stop)
+				continue;	/* it raised a PMI: deliver it before running on */
+		}
 		emu->stopped = false;
 		emu->cur = NULL;
 		emu->prev_valid = false;
 		emu->stepping = false;
 		emu->in_run = true;
 		if (emu->trace)
-			fprintf(stderr, "trace: run at %#llx%s\n", (unsigned long long)emu->resume_rip,
+			fprintf(stderr, "trace: run at %#llx until %#llx%s\n", (unsigned long long)emu->resume_rip, (unsigned long long)emu->until,
 				emu->stepping ? " stepping" : "");
-		ue = uc_emu_start(emu->uc, emu->resume_rip, 0, 0, 0);
+		mmu_settle(emu);
+		/*
+		 * A translated block that holds the stop address runs past it:
+		 * drop the translations from here to it (on settled aliases this
+		 * works in 2.0.1, measured).
+		 */
+		if (emu->until && emu->until > emu->resume_rip)
+			uc_ctl_remove_cache(emu->uc, emu->resume_rip, emu->until + 1);
+		emu->until_arming = false;
+		ue = uc_emu_start(emu->uc, emu->resume_rip, emu->until, 0, 0);
 		emu->in_run = false;
+		if (emu->pf_pending && !emu->fatal) {
+			pf_deliver(emu);
+			continue;
+		}
+		/* a stop armed in this run is for the rerun; any other stop drops the old one */
+		if (!emu->until_arming && (emu->stopped || emu->fatal || emu->plat.exited ||
+					   emu->pending_vector >= 0))
+			emu->until = 0;
 		if (emu->fatal || emu->plat.exited || emu->pending_vector >= 0)
 			continue;
 		if (ue != UC_ERR_OK) {
@@ -964,9 +1211,27 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 			continue;
 		}
 		if (!emu->stopped) {
-			/* Unicorn returned by itself (the guest reached address 0) */
-			emu->resume_rip = emu_reg(emu, UC_X86_REG_RIP);
-			retire_to(emu, emu->resume_rip, false);
+			/* Unicorn returned by itself: at the armed stop (or the guest reached 0) */
+			uint64_t rip = emu_reg(emu, UC_X86_REG_RIP);
+			bool at_until = emu->until && rip == emu->until;
+
+			emu->resume_rip = rip;
+			emu->hook_rip = rip;	/* PEBS records report the state here */
+			retire_to(emu, rip, false);
+			if (at_until && emu->until_next) {
+				/* before the overflowing memory instruction: take its address */
+				struct insn in;
+
+				if (insn_decode(emu, rip, emu->cs64, &in) == 0) {
+					emu->until_dla_ip = rip;
+					emu->until_dla = data_address(emu, &in);
+				}
+				emu->until = emu->until_next;
+				emu->until_next = 0;
+			} else if (at_until) {
+				emu->until = 0;
+				emu->until_dla_ip = 0;
+			}
 		}
 	}
 }

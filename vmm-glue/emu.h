@@ -14,6 +14,7 @@
 
 #include "loader.h"
 #include "platform.h"
+#include "vpmu/vpmu.h"
 
 struct emu;
 struct vpmu_vcpu;
@@ -24,6 +25,11 @@ struct emu_config {
 	bool pmu;		/* attach the vPMU (false: no PMU, nothing counted) */
 	FILE *serial_out;	/* guest serial output */
 	uint64_t max_instructions; /* stop with an error past this many; 0 = no limit */
+	const struct vpmu_filter *pmu_filter; /* NULL: the default policy; outlives the emu */
+	int pmu_backend;	/* VPMU_BACKEND_EXACT (default) or VPMU_BACKEND_TIME */
+	int pmu_signo;		/* the time backend's overflow signal (vpmu_config.signo) */
+	vpmu_log_fn pmu_log;	/* the vPMU's warnings and errors; NULL: none */
+	void *pmu_log_data;
 };
 
 struct emu_stats {
@@ -32,12 +38,16 @@ struct emu_stats {
 	uint64_t blocks;	/* translated-block entries counted in bulk */
 	uint64_t stepped;	/* instructions counted one by one */
 	uint64_t step_entries;	/* switches into single-step mode */
-	uint64_t tb_flushes;
+	uint64_t until_stops;	/* overflows located by stopping after their instruction */
+	uint64_t tb_flushes;	/* every translation dropped (paging changes) */
+	uint64_t tb_removals;	/* one block's translations dropped (new hooks) */
 	uint64_t aliases;	/* guest-linear ranges mapped onto RAM */
 	uint64_t alias_flushes;
 	uint64_t msr_exits, cpuid_exits, io_exits, rdpmc_exits;
 	uint64_t interrupts, nmis, exceptions;
+	uint64_t page_faults;	/* #PF delivered to the guest */
 	uint64_t pmis;		/* PMIs delivered through the LVT */
+	uint64_t kicks;		/* host-counter signals that stopped the guest (emu_kick) */
 };
 
 void emu_config_init(struct emu_config *cfg);
@@ -64,5 +74,12 @@ int emu_boot(struct emu *emu, const struct vmm_boot *boot, uint64_t arg, char *e
 int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen);
 
 void emu_get_stats(const struct emu *emu, struct emu_stats *ret);
+
+/*
+ * From the host backend's signal handler (async-signal-safe): stop the
+ * guest at the next block boundary, so that the run loop polls the vPMU
+ * (vpmu_vcpu_sync) and delivers the PMI of a host counter's overflow.
+ */
+void emu_kick(struct emu *emu);
 
 #endif

@@ -267,6 +267,32 @@ int vpmu_exact_feed(struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *e)
 	return 0;
 }
 
+bool vpmu_exact_would_overflow(const struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *e)
+{
+	const struct exact_state *s = vcpu->backend_state;
+	uint64_t running, xclk;
+	unsigned __int128 t0, t1;
+
+	if (vcpu->backend != &vpmu_backend_exact)
+		return false;
+	/* not synced yet: the counters may be about to change, so say "maybe" */
+	if (vcpu->dirty)
+		return true;
+	t0 = (unsigned __int128)s->ref_total * s->xclk_den / s->xclk_num;
+	t1 = (unsigned __int128)(s->ref_total + e->ref_cycles) * s->xclk_den / s->xclk_num;
+	xclk = (uint64_t)(t1 - t0);
+	running = s->running;
+	while (running) {
+		unsigned int i = (unsigned int)__builtin_ctzll(running);
+		const struct exact_ctr *c = &s->ctr[i];
+
+		running &= running - 1;
+		if ((e->cpl ? c->usr : c->os) && count_of(c, e, xclk) >= c->remaining)
+			return true;
+	}
+	return false;
+}
+
 uint64_t vpmu_exact_headroom(const struct vpmu_vcpu *vcpu)
 {
 	const struct exact_state *s = vcpu->backend_state;

@@ -11,7 +11,7 @@
 
 #define PMI_VECTOR	0xf0
 #define PERIOD		10000
-#define ITERATIONS	5000000ull	/* 4 instructions each */
+#define ITERATIONS	25000000ull	/* 4 instructions each: 100M, so setup is noise */
 #define BUF_SIZE	65536
 
 /* DS save area, 64-bit layout (SDM Vol. 3B Fig 20-8): PEBS base, index, max, threshold, GP0 reset */

@@ -119,6 +119,44 @@ ParameterizedTest(unsigned int *fi, count, gp_overflow_after_exactly_n)
 	}
 }
 
+/*
+ * vpmu_exact_would_overflow: the same arithmetic as the feed, changing
+ * nothing; it honours USR/OS, and branches count in their own unit.
+ */
+Test(count, would_overflow_predicts_the_feed)
+{
+	struct vpmu_vcpu *v = vcpu("Icelake-Server");
+	const uint64_t top = B(48);
+	struct vpmu_exact_counts c = { .instructions = 999, .cycles = 999, .ref_cycles = 999 };
+
+	wr(v, A_PMC + 0, top - 1000);
+	wr(v, EVTSEL + 0, INST_ANY_P | OS | INT | EN);
+	wr(v, A_PMC + 1, top - 3);
+	wr(v, EVTSEL + 1, 0xc4 | USR | INT | EN);	/* BR_INST_RETIRED.ALL_BRANCHES, ring 3 only */
+	wr(v, GCTRL, 3);
+	cr_assert_eq(vpmu_vcpu_sync(v), 0);
+	cr_expect(!vpmu_exact_would_overflow(v, &c));
+	c.instructions = 1000;
+	cr_expect(vpmu_exact_would_overflow(v, &c), "the 1000th instruction overflows GP0");
+	c.cpl = 3;
+	cr_expect(!vpmu_exact_would_overflow(v, &c), "GP0 counts at CPL 0 only");
+	c.branches = 3;
+	cr_expect(vpmu_exact_would_overflow(v, &c), "the 3rd ring-3 branch overflows GP1");
+	c.branches = 2;
+	cr_expect(!vpmu_exact_would_overflow(v, &c));
+	cr_expect_eq(vpmu_exact_headroom(v), 3, "nothing changed");
+	cr_expect_eq(rd(v, PMC + 0), top - 1000);
+	cr_expect_eq(rd(v, STATUS), 0);
+	cr_expect_eq(pmis, 0);
+	/* not synced since a write: "maybe" */
+	wr(v, A_PMC + 0, top - 1000);
+	c.cpl = 0;
+	c.instructions = 1;
+	c.branches = 0;
+	cr_expect(vpmu_exact_would_overflow(v, &c));
+	vpmu_vcpu_free(v);
+}
+
 Test(count, no_pmi_without_int)
 {
 	struct vpmu_vcpu *v = vcpu("Skylake-Server");
