@@ -230,6 +230,16 @@ static int cpu_init(struct kvm_vm *vm, unsigned int i, const struct kvm_cpuid2 *
 	vc.pmi_data = c;
 	vc.regs = regs_cb;
 	vc.regs_data = c;
+	vc.filter = vm->cfg.pmu_filter;
+	vc.signo = vm->cfg.signo ? vm->cfg.signo : -1;
+	vc.log = vm->cfg.pmu_log;
+	vc.log_data = vm->cfg.pmu_log_data;
+	vc.log_level = VPMU_LOG_WARNING;
+	vc.linear_bits = 48;
+	for (unsigned int e = 0; e < supported->nent; e++)
+		if (supported->entries[e].function == 0x80000008 &&
+		    ((supported->entries[e].eax >> 8) & 0xff) == 57)
+			vc.linear_bits = 57;	/* the host has 5-level paging, so has the guest */
 	r = vpmu_vcpu_new(&vc, &c->pmu);
 	if (r < 0) {
 		snprintf(err, errlen, r == -ENOENT ? "unknown CPU model '%s' (vpmu-vmm --help lists them)"
@@ -720,10 +730,17 @@ static void *cpu_thread(void *arg)
 				 c->index,
 				 (unsigned long long)c->run->fail_entry.hardware_entry_failure_reason);
 			return NULL;
-		case KVM_EXIT_INTERNAL_ERROR:
-			cpu_fail(c, -EFAULT, "KVM internal error %u on vCPU %u", c->run->internal.suberror,
-				 c->index);
+		case KVM_EXIT_INTERNAL_ERROR: {
+			struct kvm_regs regs = { 0 };
+
+			ioctl(c->fd, KVM_GET_REGS, &regs);
+			cpu_fail(c, -EFAULT, "KVM internal error %u%s on vCPU %u at rip %#llx",
+				 c->run->internal.suberror,
+				 c->run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION ?
+					 " (KVM could not emulate an instruction)" : "",
+				 c->index, (unsigned long long)regs.rip);
 			return NULL;
+		}
 		default:
 			cpu_fail(c, -EFAULT, "unexpected KVM exit %u on vCPU %u", c->run->exit_reason,
 				 c->index);

@@ -32,6 +32,9 @@ struct kvm_vm_config {
 	enum vpmu_backend backend;	/* what backs guest counters: NONE or a host backend */
 	int signo;			/* the host backends' overflow signal, 0: none */
 	bool trace;			/* exits on stderr */
+	const struct vpmu_filter *pmu_filter;	/* NULL: the default policy; outlives the VM */
+	vpmu_log_fn pmu_log;		/* the vPMU's warnings and errors; NULL: none */
+	void *pmu_log_data;
 };
 
 struct kvm_vm;

@@ -35,6 +35,9 @@
 
 #define EXIT_VMM_ERROR 2	/* even: a debug-exit status is always odd */
 
+/* --pmu-filter: shared by every vCPU, freed after them (a global, so never a leak report) */
+static struct vpmu_filter *pmu_filter;
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -45,12 +48,18 @@ static void usage(FILE *f)
 		"  --smp N                     vCPUs (KVM only; default 1)\n"
 		"  --cpu MODEL                 guest CPU model (default Skylake-Server)\n"
 		"  --mem SIZE                  guest RAM, e.g. 128M, 1G (default 128M; no suffix: MiB)\n"
-		"  --host-counters auto|exact|time|perf  what backs guest counters (auto: exact on emu)\n"
+		"  --host-counters auto|exact|time|perf  what backs guest counters: exact (the emulator\n"
+		"                              counts every instruction), time (cycles from the vCPU\n"
+		"                              thread's CPU time, real perf overflow signals), perf (host\n"
+		"                              hardware events, guest mode only: KVM); auto: exact on emu,\n"
+		"                              perf on KVM (time there without a host PMU)\n"
 		"  --append CMDLINE            kernel command line\n"
 		"  --initrd FILE               pass FILE as a multiboot module (a bzImage's initrd on KVM)\n"
 		"  --stats PATH                serve vPMU statistics on Unix socket PATH (read with vpmu-stat)\n"
 		"  --pebs-dump FILE            at exit, write the guest's PEBS buffer to FILE (read with vpmu-pebs)\n"
 		"  --max-insns N               stop with an error after N guest instructions\n"
+		"  --pmu-filter FILE           allow/deny guest PMU events and fixed counters, as KVM's\n"
+		"                              PMU event filter does (format: docs/pmu-filter.md)\n"
 		"  -v, --verbose               print a summary of vPMU activity on exit\n"
 		"  -h, --help                  this text\n\n"
 		"The guest's exit status is the isa-debug-exit value V written to port 0xf4,\n"
@@ -129,17 +138,26 @@ static void *read_file(const char *path, size_t *ret_size, char *err, size_t err
 
 static void summary_vpmu(struct vpmu_vcpu *vcpu);
 
+/* The vPMU's warnings (a host counter it could not open, ...): one line each. */
+static void pmu_log(void *data, enum vpmu_log_level level, const char *msg)
+{
+	(void)data;
+	(void)level;
+	fprintf(stderr, "vpmu-vmm: vpmu: %s\n", msg);
+}
+
 static void summary(struct emu *emu)
 {
 	struct emu_stats s;
 
 	emu_get_stats(emu, &s);
 	fprintf(stderr, "vpmu-vmm: guest: %llu instructions, %llu cycles (modelled); %llu blocks, "
-		"%llu instructions single-stepped in %llu stretches; %llu TB flushes, %llu aliases "
-		"(%llu flushes)\n",
+		"%llu instructions single-stepped in %llu stretches, %llu stops after an overflowing "
+		"instruction; %llu TB flushes, %llu aliases (%llu flushes)\n",
 		(unsigned long long)s.instructions, (unsigned long long)s.cycles,
 		(unsigned long long)s.blocks, (unsigned long long)s.stepped,
-		(unsigned long long)s.step_entries, (unsigned long long)s.tb_flushes,
+		(unsigned long long)s.step_entries, (unsigned long long)s.until_stops,
+		(unsigned long long)s.tb_flushes,
 		(unsigned long long)s.aliases, (unsigned long long)s.alias_flushes);
 	fprintf(stderr, "vpmu-vmm: exits: %llu MSR, %llu CPUID, %llu RDPMC, %llu I/O; events: %llu "
 		"interrupts, %llu NMIs, %llu exceptions, %llu PMIs\n",
@@ -147,6 +165,9 @@ static void summary(struct emu *emu)
 		(unsigned long long)s.rdpmc_exits, (unsigned long long)s.io_exits,
 		(unsigned long long)s.interrupts, (unsigned long long)s.nmis,
 		(unsigned long long)s.exceptions, (unsigned long long)s.pmis);
+	if (s.kicks)
+		fprintf(stderr, "vpmu-vmm: host-counter signals: %llu stopped the guest to poll the "
+			"vPMU\n", (unsigned long long)s.kicks);
 	summary_vpmu(emu_vpmu(emu));
 }
 
@@ -164,13 +185,25 @@ static void summary_vpmu(struct vpmu_vcpu *vcpu)
 		(unsigned long long)v.pmis_delivered);
 	for (unsigned int i = 0; i < VPMU_STATS_COUNTERS; i++) {
 		const struct vpmu_counter_stats *c = &v.counters[i];
+		const char *state;
+		char note[96];
 
 		if (!(c->flags & VPMU_CTR_PROGRAMMED) && !c->overflows)
 			continue;
+		if (c->time_enabled)
+			fprintf(stderr, "vpmu-vmm:   %s%u host event enabled %llu ns, running %llu ns\n",
+				i < 8 ? "gp" : "fixed", i < 8 ? i : i - 8,
+				(unsigned long long)c->time_enabled, (unsigned long long)c->time_running);
+		state = c->flags & VPMU_CTR_UNBACKED ? "unbacked" :
+			c->flags & VPMU_CTR_FILTERED ? "filtered" :
+			c->flags & VPMU_CTR_DEGRADED ? "degraded" : NULL;
+		note[0] = '\0';
+		if (state)
+			snprintf(note, sizeof(note), " (%s%s%s)", state, c->error ? ": " : "",
+				 c->error ? strerror(-c->error) : "");
 		fprintf(stderr, "vpmu-vmm:   %s%u config %#llx count %llu overflows %llu%s\n",
 			i < 8 ? "gp" : "fixed", i < 8 ? i : i - 8, (unsigned long long)c->config,
-			(unsigned long long)c->count, (unsigned long long)c->overflows,
-			c->flags & VPMU_CTR_UNBACKED ? " (unbacked)" : "");
+			(unsigned long long)c->count, (unsigned long long)c->overflows, note);
 	}
 }
 
@@ -615,6 +648,33 @@ static int pebs_dump(struct emu *emu, const char *path, char *err, size_t errlen
 	return r;
 }
 
+/* ---- host-counter signals ----------------------------------------------- */
+
+/*
+ * The time and perf backends signal the vCPU thread when a guest counter
+ * overflows (vpmu_config.signo, or SIGIO when the kernel's queue of
+ * real-time signals is full). Under the emulator the handler stops the
+ * guest at the next block, whose run loop then polls the vPMU; under KVM
+ * (kvm.c handles signo) the signal makes KVM_RUN return.
+ */
+static struct emu *kick_emu;
+
+static void on_host_signal(int sig)
+{
+	(void)sig;
+	if (kick_emu)
+		emu_kick(kick_emu);
+}
+
+static void host_signals(int signo)
+{
+	struct sigaction sa = { .sa_handler = on_host_signal, .sa_flags = SA_RESTART };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(signo, &sa, NULL);
+	sigaction(SIGIO, &sa, NULL);
+}
+
 /* ---- --accel kvm ----------------------------------------------------------- */
 
 static bool is_bzimage(const uint8_t *img, size_t size)
@@ -714,13 +774,14 @@ int main(int argc, char **argv)
 		{ "stats", required_argument, NULL, 's' },
 		{ "pebs-dump", required_argument, NULL, 'P' },
 		{ "max-insns", required_argument, NULL, 'n' },
+		{ "pmu-filter", required_argument, NULL, 'F' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "smp", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	const char *accel = "auto", *counters = "auto", *append = NULL, *initrd = NULL;
-	const char *stats = NULL, *dump = NULL;
+	const char *stats = NULL, *dump = NULL, *filter_path = NULL;
 	struct stats_server srv = { .running = false };
 	struct emu_config cfg;
 	struct emu *emu = NULL;
@@ -735,6 +796,7 @@ int main(int argc, char **argv)
 	int c, r, status = 0;
 
 	emu_config_init(&cfg);
+	cfg.pmu_log = pmu_log;
 	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'a': accel = optarg; break;
@@ -751,6 +813,7 @@ int main(int argc, char **argv)
 		case 's': stats = optarg; break;
 		case 'P': dump = optarg; break;
 		case 'n': cfg.max_instructions = strtoull(optarg, NULL, 0); break;
+		case 'F': filter_path = optarg; break;
 		case 'v': verbose = true; break;
 		case 'S': {
 			char *end;
@@ -782,6 +845,16 @@ int main(int argc, char **argv)
 	    strcmp(counters, "perf")) {
 		fprintf(stderr, "vpmu-vmm: --host-counters %s: use auto, exact, time or perf\n", counters);
 		return EXIT_VMM_ERROR;
+	}
+	if (filter_path) {
+		err[0] = '\0';
+		r = vpmu_filter_load(filter_path, &pmu_filter, err, sizeof(err));
+		if (r < 0) {
+			fprintf(stderr, "vpmu-vmm: --pmu-filter %s: %s\n", filter_path,
+				err[0] ? err : strerror(-r));
+			return EXIT_VMM_ERROR;
+		}
+		cfg.pmu_filter = pmu_filter;
 	}
 	use_kvm = !strcmp(accel, "kvm");
 	if (!strcmp(accel, "auto")) {
@@ -819,6 +892,29 @@ int main(int argc, char **argv)
 		kc.model = cfg.model;
 		kc.mem_size = cfg.mem_size;
 		kc.smp = smp;
+		kc.pmu_filter = pmu_filter;
+		kc.pmu_log = pmu_log;
+		if (!strcmp(counters, "time")) {
+			kc.backend = VPMU_BACKEND_TIME;
+			snprintf(why, sizeof(why), "asked for: cycles from the vCPU threads' CPU time");
+		} else if (host_has_pmu()) {
+			kc.backend = VPMU_BACKEND_PERF;
+			snprintf(why, sizeof(why), "%s: host hardware events in guest mode",
+				 !strcmp(counters, "perf") ? "asked for" : "the host has a hardware PMU");
+		} else if (!strcmp(counters, "perf")) {
+			kc.backend = VPMU_BACKEND_PERF;
+			snprintf(why, sizeof(why), "asked for, but the host has no hardware PMU: guest "
+				 "counters will be unbacked (--host-counters time counts cycles)");
+		} else {
+			kc.backend = VPMU_BACKEND_TIME;
+			snprintf(why, sizeof(why), "the host has no hardware PMU: cycles from the vCPU "
+				 "threads' CPU time");
+		}
+		kc.signo = SIGRTMIN + 4;	/* vpmu_config_init()'s default, which kvm.c keeps */
+		host_signals(kc.signo);
+		if (verbose)
+			fprintf(stderr, "vpmu-vmm: --host-counters %s: using %s (%s)\n", counters,
+				kc.backend == VPMU_BACKEND_PERF ? "perf" : "time", why);
 		a.image = read_file(argv[optind], &a.size, err, sizeof(err));
 		if (!a.image) {
 			fprintf(stderr, "vpmu-vmm: %s\n", err);
@@ -835,6 +931,7 @@ int main(int argc, char **argv)
 		status = run_kvm(&kc, &a);
 		free((void *)a.image);
 		free((void *)a.initrd_data);
+		vpmu_filter_free(pmu_filter);
 		return status;
 	}
 	if (smp != 1) {
@@ -842,15 +939,22 @@ int main(int argc, char **argv)
 		return EXIT_VMM_ERROR;
 	}
 	if (!strcmp(counters, "perf")) {
-		fprintf(stderr, "vpmu-vmm: --host-counters perf makes no sense under the emulator, whose "
-			"guest never runs on the host PMU: use --host-counters exact\n");
+		fprintf(stderr, "vpmu-vmm: --host-counters perf needs --accel kvm: perf counts guest "
+			"mode only (exclude_host), which an emulator never enters; use --host-counters "
+			"exact or time\n");
 		return EXIT_VMM_ERROR;
 	}
 	if (!strcmp(counters, "time")) {
-		fprintf(stderr, "vpmu-vmm: --host-counters time is not available yet in this build: use "
-			"--host-counters exact\n");
-		return EXIT_VMM_ERROR;
+		cfg.pmu_backend = VPMU_BACKEND_TIME;
+		snprintf(why, sizeof(why), "asked for: cycles from this thread's CPU time, which is the "
+			 "guest's; other events unbacked");
+	} else {
+		snprintf(why, sizeof(why), "%sthe emulator counts every event it models exactly",
+			 strcmp(counters, "auto") ? "asked for: " : "");
 	}
+	if (verbose)
+		fprintf(stderr, "vpmu-vmm: --host-counters %s: using %s (%s)\n", counters,
+			cfg.pmu_backend == VPMU_BACKEND_TIME ? "time" : "exact", why);
 
 	image = read_file(argv[optind], &size, err, sizeof(err));
 	if (!image) {
@@ -896,6 +1000,10 @@ int main(int argc, char **argv)
 		status = EXIT_VMM_ERROR;
 		goto out;
 	}
+	if (cfg.pmu_backend == VPMU_BACKEND_TIME) {
+		kick_emu = emu;
+		host_signals(cfg.pmu_signo);
+	}
 	r = emu_boot(emu, &boot, 0, err, sizeof(err));
 	if (r == 0)
 		r = emu_run(emu, &status, err, sizeof(err));
@@ -914,8 +1022,10 @@ int main(int argc, char **argv)
 		summary(emu);
 out:
 	stats_stop(&srv);
+	kick_emu = NULL;	/* the handler runs on this thread: never during emu_free */
 	emu_free(emu);
 	free(image);
 	free(initrd_data);
+	vpmu_filter_free(pmu_filter);	/* after emu_free: its vCPU used it */
 	return status;
 }
