@@ -52,6 +52,59 @@ static int load_seg(struct emu *emu, int reg, uint16_t sel)
 	return uc_reg_write(emu->uc, reg, &sel) == UC_ERR_OK ? 0 : -EFAULT;
 }
 
+/*
+ * Unicorn 2.0.1's 64-bit register API writes CS and SS selectors only, not
+ * their descriptor caches: after a delivery from ring 3 its CPL (SS.DPL)
+ * would stay 3 and the handler's MOV SS, IN/OUT, IRET to ring 0... fault.
+ * So Unicorn makes the privilege change itself: a far CALL through a
+ * 64-bit call gate (SDM Vol. 3A 5.8.3.1, 5.8.6) to the handler's code
+ * segment, from scratch code and a one-gate LDT just below TSS.RSP0,
+ * stopped by an INT3 at the gate's target. The scratch bytes and what the
+ * CALL pushed are restored; the caller then writes the real frame.
+ */
+static bool unicorn_enter_ring0(struct emu *emu, uint16_t sel)
+{
+	uint64_t rsp0, base, gate_lo, gate_hi;
+	uint8_t save[160], code[40];
+	uc_x86_mmr ldtr, ldt, tr;
+	bool pf = emu->pf_pending, ok;
+	size_t len;
+
+	/* Unicorn reads RSP0 from its own TR: it must hold a present TSS */
+	if (emu->in_run || uc_reg_read(emu->uc, UC_X86_REG_TR, &tr) != UC_ERR_OK ||
+	    !(tr.flags & (1u << 15)) || mmu_read(emu, tr.base + 4, &rsp0, 8) < 0)
+		return false;
+	base = (rsp0 & ~15ull) - 128;
+	len = (size_t)(rsp0 - base);
+	if (len > sizeof(save) || mmu_read(emu, base, save, len) < 0 || !mmu_ensure(emu, base) ||
+	    uc_reg_read(emu->uc, UC_X86_REG_LDTR, &ldtr) != UC_ERR_OK)
+		return false;
+	/* +0 the gate (DPL 3, to +32), +16 a far pointer to LDT selector 7, +24 lcall, +32 int3 */
+	gate_lo = ((base + 32) & 0xffff) | (uint64_t)sel << 16 | 0xecull << 40 |
+		  ((base + 32) >> 16 & 0xffff) << 48;
+	gate_hi = (base + 32) >> 32;
+	memset(code, 0, sizeof(code));
+	memcpy(code, &gate_lo, 8);
+	memcpy(code + 8, &gate_hi, 8);
+	code[20] = 0x07;
+	memcpy(code + 24, "\xff\x1d\xf2\xff\xff\xff", 6);	/* lcall *-14(%rip) */
+	code[32] = 0xcc;	/* int3 */
+	if (mmu_write(emu, base, code, sizeof(code)) < 0)
+		return false;
+	ldt = (uc_x86_mmr){ .selector = 0, .base = base, .limit = 15, .flags = 0x8200 };
+	uc_reg_write(emu->uc, UC_X86_REG_LDTR, &ldt);
+	emu->trampoline = 0;
+	emu->in_run = true;
+	uc_emu_start(emu->uc, base + 24, 0, 0, 0);
+	emu->in_run = false;
+	uc_reg_write(emu->uc, UC_X86_REG_LDTR, &ldtr);
+	mmu_write(emu, base, save, len);
+	ok = emu->trampoline == 3;
+	emu->trampoline = -1;
+	emu->pf_pending = pf;	/* a fault in there is not the guest's */
+	return ok;
+}
+
 int intr_deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip)
 {
 	bool lm = emu->efer & EFER_LMA;
@@ -96,8 +149,11 @@ int intr_deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t er
 
 			if (mmu_read(emu, tr.base + off, &v, 8) < 0)
 				return -EFAULT;
-			if (dpl < emu->cpl)
+			if (dpl < emu->cpl) {
+				if (dpl == 0)
+					unicorn_enter_ring0(emu, sel);
 				emu_set_reg(emu, UC_X86_REG_SS, dpl);	/* null SS, RPL = new CPL */
+			}
 			/* the old stack goes in the frame below */
 			frame[n++] = ss;
 			frame[n++] = rsp;
@@ -146,9 +202,13 @@ int intr_deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t er
 	emu_set_reg(emu, UC_X86_REG_RIP, handler);
 	emu->resume_rip = handler;
 	if (emu->pmu && vpmu_lbr_active(emu->pmu)) {
-		vpmu_lbr_branch(emu->pmu, rip, handler, VPMU_BR_FAR, emu->cpl, emu->lbr_cycles);
+		/* INT n is a branch: FROM is the instruction, not the return address */
+		uint64_t from = emu->lbr_int_from && emu->lbr_int_ret == rip ? emu->lbr_int_from : rip;
+
+		vpmu_lbr_branch(emu->pmu, from, handler, VPMU_BR_FAR, emu->cpl, emu->lbr_cycles);
 		emu->lbr_cycles = 0;
 	}
+	emu->lbr_int_from = 0;
 	emu->cpl = dpl;
 	emu_refresh_mode(emu);
 	return 0;
