@@ -31,6 +31,8 @@
 #define EMU_CYCLES_PER_INSN	1
 #define EMU_CYCLES_TAKEN	1
 #define EMU_CYCLES_MAX		(EMU_CYCLES_PER_INSN + EMU_CYCLES_TAKEN)
+/* host backends without signals: look for host overflow records every this many blocks */
+#define EMU_POLL_BLOCKS		64
 
 /* insn.flags */
 #define IC_BRANCH	(1u << 0)	/* any branch (retires as one) */
@@ -116,6 +118,8 @@ struct emu {
 	bool nmi_pending, nmi_blocked;
 	bool want_stop;		/* stop at the next block boundary */
 	volatile sig_atomic_t kicked;	/* a host-counter signal (emu_kick): stop and poll */
+	bool host_poll;			/* no signals: look for host overflows between blocks */
+	unsigned int poll_tick;		/* blocks since the last look */
 	bool paging_dirty;	/* drop every alias and translation */
 	int pending_vector;	/* exception to deliver, or -1 */
 	bool pending_has_err;

@@ -542,6 +542,12 @@ static void hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 		retire_cur(emu, addr);
 	emu->cur = NULL;
 	emu->stepping = false;
+	/* a host counter's overflow record, without a signal: stop here and poll */
+	if (emu->host_poll && ++emu->poll_tick >= EMU_POLL_BLOCKS) {
+		emu->poll_tick = 0;
+		if (vpmu_vcpu_pending(emu->pmu))
+			emu->kicked = 1;
+	}
 	if (emu->fatal || emu->want_stop || emu->kicked) {
 		emu_stop(emu, addr);
 		return;
@@ -804,6 +810,7 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 		vc.log_data = cfg->pmu_log_data;
 		vc.log_level = VPMU_LOG_WARNING;
 		r = vpmu_vcpu_new(&vc, &emu->pmu);
+		emu->host_poll = cfg->pmu_backend != VPMU_BACKEND_EXACT && cfg->pmu_signo == -1;
 		if (r < 0) {
 			snprintf(err, errlen, r == -ENOENT ? "unknown CPU model '%s' (vpmu-vmm --help lists them)"
 							   : "cannot create the vPMU for '%s'", cfg->model);

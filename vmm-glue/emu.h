@@ -27,7 +27,8 @@ struct emu_config {
 	uint64_t max_instructions; /* stop with an error past this many; 0 = no limit */
 	const struct vpmu_filter *pmu_filter; /* NULL: the default policy; outlives the emu */
 	int pmu_backend;	/* VPMU_BACKEND_EXACT (default) or VPMU_BACKEND_TIME */
-	int pmu_signo;		/* the time backend's overflow signal (vpmu_config.signo) */
+	int pmu_signo;		/* the time backend's overflow signal (vpmu_config.signo); -1:
+				   none, the emulator looks for host overflows between blocks */
 	vpmu_log_fn pmu_log;	/* the vPMU's warnings and errors; NULL: none */
 	void *pmu_log_data;
 };
@@ -47,7 +48,8 @@ struct emu_stats {
 	uint64_t interrupts, nmis, exceptions;
 	uint64_t page_faults;	/* #PF delivered to the guest */
 	uint64_t pmis;		/* PMIs delivered through the LVT */
-	uint64_t kicks;		/* host-counter signals that stopped the guest (emu_kick) */
+	uint64_t kicks;		/* host-counter overflows that stopped the guest to poll the vPMU
+				   (a signal, emu_kick, or a record found between blocks) */
 };
 
 void emu_config_init(struct emu_config *cfg);

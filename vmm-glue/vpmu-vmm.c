@@ -166,7 +166,7 @@ static void summary(struct emu *emu)
 		(unsigned long long)s.interrupts, (unsigned long long)s.nmis,
 		(unsigned long long)s.exceptions, (unsigned long long)s.pmis);
 	if (s.kicks)
-		fprintf(stderr, "vpmu-vmm: host-counter signals: %llu stopped the guest to poll the "
+		fprintf(stderr, "vpmu-vmm: host-counter overflows: %llu stopped the guest to poll the "
 			"vPMU\n", (unsigned long long)s.kicks);
 	summary_vpmu(emu_vpmu(emu));
 }
@@ -651,19 +651,16 @@ static int pebs_dump(struct emu *emu, const char *path, char *err, size_t errlen
 /* ---- host-counter signals ----------------------------------------------- */
 
 /*
- * The time and perf backends signal the vCPU thread when a guest counter
- * overflows (vpmu_config.signo, or SIGIO when the kernel's queue of
- * real-time signals is full). Under the emulator the handler stops the
- * guest at the next block, whose run loop then polls the vPMU; under KVM
- * (kvm.c handles signo) the signal makes KVM_RUN return.
+ * Under KVM the time and perf backends signal the vCPU thread when a guest
+ * counter overflows (vpmu_config.signo, or SIGIO when the kernel's queue
+ * of real-time signals is full), which makes KVM_RUN return (kvm.c
+ * handles signo). SIGIO would end the process: it gets a handler that
+ * does nothing but interrupt. The emulator takes no signals: it finds
+ * the overflow records between blocks (emu_config.pmu_signo = -1).
  */
-static struct emu *kick_emu;
-
 static void on_host_signal(int sig)
 {
 	(void)sig;
-	if (kick_emu)
-		emu_kick(kick_emu);
 }
 
 static void host_signals(int signo)
@@ -946,6 +943,7 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(counters, "time")) {
 		cfg.pmu_backend = VPMU_BACKEND_TIME;
+		cfg.pmu_signo = -1;	/* no signals: the emulator looks between blocks */
 		snprintf(why, sizeof(why), "asked for: cycles from this thread's CPU time, which is the "
 			 "guest's; other events unbacked");
 	} else {
@@ -1000,10 +998,6 @@ int main(int argc, char **argv)
 		status = EXIT_VMM_ERROR;
 		goto out;
 	}
-	if (cfg.pmu_backend == VPMU_BACKEND_TIME) {
-		kick_emu = emu;
-		host_signals(cfg.pmu_signo);
-	}
 	r = emu_boot(emu, &boot, 0, err, sizeof(err));
 	if (r == 0)
 		r = emu_run(emu, &status, err, sizeof(err));
@@ -1022,7 +1016,6 @@ int main(int argc, char **argv)
 		summary(emu);
 out:
 	stats_stop(&srv);
-	kick_emu = NULL;	/* the handler runs on this thread: never during emu_free */
 	emu_free(emu);
 	free(image);
 	free(initrd_data);

@@ -109,6 +109,13 @@ static uint64_t perf_poll(void *state)
 	return hc_poll(&s->set);
 }
 
+static bool perf_pending(const void *state)
+{
+	const struct perf_state *s = state;
+
+	return hc_pending(&s->set);
+}
+
 static void perf_info(void *state, unsigned int ctr, struct vpmu_backend_info *ret)
 {
 	struct perf_state *s = state;
@@ -124,5 +131,6 @@ const struct vpmu_backend_ops vpmu_backend_perf = {
 	.update = perf_update,
 	.read = perf_read,
 	.poll = perf_poll,
+	.pending = perf_pending,
 	.info = perf_info,
 };

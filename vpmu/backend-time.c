@@ -169,6 +169,13 @@ static uint64_t time_poll(void *state)
 	return hc_poll(&s->set);
 }
 
+static bool time_pending(const void *state)
+{
+	const struct time_state *s = state;
+
+	return hc_pending(&s->set);
+}
+
 static void time_info(void *state, unsigned int ctr, struct vpmu_backend_info *ret)
 {
 	struct time_state *s = state;
@@ -184,5 +191,6 @@ const struct vpmu_backend_ops vpmu_backend_time = {
 	.update = time_update,
 	.read = time_read,
 	.poll = time_poll,
+	.pending = time_pending,
 	.info = time_info,
 };

@@ -70,6 +70,8 @@ struct vpmu_backend_ops {
 	 * core to fold with an update (vpmu_vcpu_poll).
 	 */
 	uint64_t (*poll)(void *state);
+	/* Optional (host backends): whether poll would find something; no syscall. */
+	bool (*pending)(const void *state);
 	/* Optional: what the stats show of counter `ctr`'s host event. */
 	void (*info)(void *state, unsigned int ctr, struct vpmu_backend_info *ret);
 };

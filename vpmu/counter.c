@@ -248,6 +248,11 @@ int vpmu_vcpu_poll(struct vpmu_vcpu *vcpu)
 	return __builtin_popcountll(ovf);
 }
 
+bool vpmu_vcpu_pending(const struct vpmu_vcpu *vcpu)
+{
+	return vcpu->backend->pending && vcpu->backend->pending(vcpu->backend_state);
+}
+
 int vpmu_vcpu_sync(struct vpmu_vcpu *vcpu)
 {
 	vcpu->stats.syncs++;

@@ -228,6 +228,13 @@ static bool parse_sample(uint64_t type, const uint64_t *w, size_t nw, struct per
 	return true;
 }
 
+bool perf_ring_pending(const struct perf_ring *ring)
+{
+	const struct perf_event_mmap_page *pg = ring->base;
+
+	return pg && __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE) != pg->data_tail;
+}
+
 enum perf_rec perf_ring_next(struct perf_ring *ring, struct perf_sample *ret)
 {
 	struct perf_event_mmap_page *pg = ring->base;
@@ -732,6 +739,14 @@ uint64_t hc_poll(struct hc_set *s)
 		}
 	}
 	return ovf;
+}
+
+bool hc_pending(const struct hc_set *s)
+{
+	for (uint64_t open = s->open; open; open &= open - 1)
+		if (perf_ring_pending(&s->ctr[__builtin_ctzll(open)].ring))
+			return true;
+	return false;
 }
 
 void hc_info(struct hc_set *s, unsigned int ctr, struct vpmu_backend_info *ret)

@@ -101,6 +101,8 @@ int perf_enable(int fd, bool on);
 
 /* The next record of `ring` (consumed); PERF_REC_NONE when empty. */
 enum perf_rec perf_ring_next(struct perf_ring *ring, struct perf_sample *ret);
+/* Whether the kernel wrote a record perf_ring_next() has not taken: two loads, no syscall. */
+bool perf_ring_pending(const struct perf_ring *ring);
 
 /* ---- the host-counter engine ------------------------------------------ */
 
@@ -163,6 +165,8 @@ int hc_update(struct hc_set *s, unsigned int ctr, const struct vpmu_hw_want *wan
 uint64_t hc_read(struct hc_set *s, unsigned int ctr);
 /* Fold every host overflow since the last poll; the counters that wrapped. */
 uint64_t hc_poll(struct hc_set *s);
+/* Whether a host counter has a record for hc_poll(); no syscall. */
+bool hc_pending(const struct hc_set *s);
 void hc_info(struct hc_set *s, unsigned int ctr, struct vpmu_backend_info *ret);
 
 struct host_pmu;

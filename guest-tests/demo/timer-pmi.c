@@ -5,8 +5,8 @@
  * 1 ms worth of cycles at the nominal clock (CPUID 15H: TSC Hz = ECX *
  * EBX / EAX), the handler reloading the same period, until TIMER_PMIS
  * PMIs have come. Under vpmu-vmm --host-counters time the cycles are the
- * emulator thread's CPU time, so the PMIs come from real perf overflow
- * signals at one per ms of CPU; the host side (vmm-glue/tests/
+ * emulator thread's CPU time, so the PMIs come from real perf overflows
+ * at one per ms of CPU; the host side (vmm-glue/tests/
  * test-host-counters.py, bench/bench-pmi.c) compares them with the CPU
  * time. The handler: GLOBAL_STATUS read, status clear, counter reload,
  * LVT unmask, GLOBAL_STATUS read again, EOI (4 PMU MSR accesses, 2 APIC).
@@ -91,13 +91,13 @@ int main(uint64_t arg)
 	       empty, spins, past);
 	/*
 	 * A few more may land between the loop's test and the GLOBAL_CTRL
-	 * write: host signals come some 10-50 us after the overflow, which is
+	 * write: host overflows come some 10-50 us after the wrap (task-clock hrtimer), which is
 	 * several periods at the shortest ones bench-pmi uses.
 	 */
 	report(got >= want && got < want + 8, "%u PMIs came", want);
 	report(strays == 0, "every overflow had GLOBAL_STATUS bit 33 (fixed counter 1)");
 	/*
-	 * A host overflow signal comes some us after the wrap: the guest may
+	 * A host overflow comes some us after the wrap: the guest may
 	 * disable the counter in between. Then the count says it wrapped, and
 	 * its PMI follows (this read folded the count).
 	 */

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""The time backend under the emulator: real perf overflow signals become
-guest PMIs at the programmed period of the emulator thread's CPU time.
+"""The time backend under the emulator: real perf overflows (the host
+event's records, which the emulator finds between blocks without a signal)
+become guest PMIs at the programmed period of the emulator thread's CPU
+time.
 
 The timer-pmi guest samples fixed counter 1 (core cycles) with a PMI every
 1 ms worth of cycles at the model's nominal clock (CPUID 15H) until 400
@@ -21,7 +23,7 @@ checks:
     same clock; only the partial last period differs).
   * PMIs vs the whole process's CPU time (rusage): never more than it
     allows (+5%), since cycles come only from CPU time.
-  * every PMI was delivered, and each came from a host signal.
+  * every PMI was delivered, and each came from a host overflow record.
 
 Also: --host-counters perf is refused under the emulator with one line
 saying why, auto is exact there, and --verbose names the backend.
@@ -118,19 +120,19 @@ def main():
     guest_pmis = int(m.group(1)) if m else -1
     m = re.search(r'(\d+) overflows, (\d+) PMIs requested, (\d+) delivered', err)
     requested, delivered = (int(m.group(2)), int(m.group(3))) if m else (-1, -1)
-    m = re.search(r'host-counter signals: (\d+)', err)
+    m = re.search(r'host-counter overflows: (\d+)', err)
     signals = int(m.group(1)) if m else -1
     m = re.search(r'fixed1 host event enabled (\d+) ns, running (\d+) ns', err)
     running_ms = int(m.group(2)) / 1e6 if m else -1
     window_ms = (t1 - t0) / 1e6 if t0 is not None and t1 is not None else -1
     print(f'test-host-counters: {guest_pmis} PMIs; VMM thread CPU in the guest\'s window '
           f'{window_ms:.1f} ms; host event running {running_ms:.1f} ms; process CPU '
-          f'{proc_cpu * 1e3:.1f} ms; {signals} signals; wall {wall:.2f} s', flush=True)
+          f'{proc_cpu * 1e3:.1f} ms; {signals} host overflows; wall {wall:.2f} s', flush=True)
 
     check(guest_pmis == PMIS and delivered == PMIS and requested == PMIS,
           f'{PMIS} PMIs requested, delivered and seen by the guest '
           f'({requested}, {delivered}, {guest_pmis})')
-    check(PMIS <= signals <= PMIS + 2, f'each PMI came from a host overflow signal ({signals})')
+    check(PMIS <= signals <= PMIS + 2, f'each PMI came from a host overflow ({signals})')
     if window_ms > 0:
         expect = window_ms / PERIOD_MS
         check(0.75 * expect <= guest_pmis <= 1.25 * expect,

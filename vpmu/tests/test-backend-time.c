@@ -251,6 +251,32 @@ Test(time, steady_sampling_costs_no_syscall)
 }
 
 /*
+ * vpmu_vcpu_pending(): an emulator without signals asks between blocks.
+ * It says true exactly when an overflow record is in the ring, costs no
+ * syscall, and the poll then takes the record.
+ */
+Test(time, pending_tells_without_syscall)
+{
+	struct vpmu_vcpu *v = tvcpu("Skylake-Server");
+	unsigned int before;
+	int fd;
+
+	arm_fixed1(v, 2100000);		/* 1 ms */
+	fd = fd_of(v, 33);
+	before = fake_syscalls();
+	cr_expect_not(vpmu_vcpu_pending(v), "nothing counted yet");
+	fake_count(fd, 999999);
+	cr_expect_not(vpmu_vcpu_pending(v), "1 ns before the overflow");
+	fake_count(fd, 1);
+	cr_expect(vpmu_vcpu_pending(v), "the overflow record is in the ring");
+	cr_expect_eq(fake_syscalls() - before, 0);
+	cr_expect_eq(vpmu_vcpu_poll(v), 1);
+	cr_expect_not(vpmu_vcpu_pending(v), "the poll took it");
+	cr_expect_eq(pmis, 1);
+	vpmu_vcpu_free(v);
+}
+
+/*
  * Samples taken late by a varying amount (the hrtimer's latency): the
  * period goes on from each wrap point, so PMIs stay one per period of
  * CPU time and the guest's count stays the host's.
