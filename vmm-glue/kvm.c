@@ -182,6 +182,49 @@ static void kick_handler(int sig)
 	(void)sig;	/* only makes KVM_RUN return with EINTR */
 }
 
+#define CPUID_1_EDX_DS	(1u << 21)
+
+/* One warning line through the VMM's vPMU log callback, if it gave one. */
+__attribute__((format(printf, 2, 3)))
+static void kvm_warn(struct kvm_cpu *c, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (!c->vm->cfg.pmu_log)
+		return;
+	memcpy(msg, "kvm: ", 5);
+	va_start(ap, fmt);
+	vsnprintf(msg + 5, sizeof(msg) - 5, fmt, ap);
+	va_end(ap);
+	c->vm->cfg.pmu_log(c->vm->cfg.pmu_log_data, VPMU_LOG_WARNING, msg);
+}
+
+/*
+ * Whether KVM kept the DS bit of CPUID leaf 01H (EDX[21]) as set. Stock
+ * KVM does; kvm-pvm hosts give the guest the host's leaf 01H instead,
+ * where an AMD host has no DS. True if KVM dropped it.
+ */
+static bool kvm_hides_ds(struct kvm_cpu *c, const struct kvm_cpuid_entry2 *set, size_t nr)
+{
+	struct {
+		struct kvm_cpuid2 h;
+		struct kvm_cpuid_entry2 e[256];
+	} got;
+
+	got.h.nent = 256;
+	if (ioctl(c->fd, KVM_GET_CPUID2, &got) < 0)
+		return false;
+	for (size_t i = 0; i < nr; i++) {
+		if (set[i].function != 1 || !(set[i].edx & CPUID_1_EDX_DS))
+			continue;
+		for (uint32_t k = 0; k < got.h.nent; k++)
+			if (got.h.entries[k].function == 1 && !(got.h.entries[k].edx & CPUID_1_EDX_DS))
+				return true;
+	}
+	return false;
+}
+
 /* IA32_MISC_ENABLE stays KVM's, with the PMU bits (7, 11, 12) as the model says. */
 static int misc_enable_patch(struct kvm_cpu *c, char *err, size_t errlen)
 {
@@ -240,20 +283,33 @@ static int cpu_init(struct kvm_vm *vm, unsigned int i, const struct kvm_cpuid2 *
 		if (supported->entries[e].function == 0x80000008 &&
 		    ((supported->entries[e].eax >> 8) & 0xff) == 57)
 			vc.linear_bits = 57;	/* the host has 5-level paging, so has the guest */
-	r = vpmu_vcpu_new(&vc, &c->pmu);
-	if (r < 0) {
-		snprintf(err, errlen, r == -ENOENT ? "unknown CPU model '%s' (vpmu-vmm --help lists them)"
-						   : "cannot create the vPMU for '%s'", vm->cfg.model);
-		return r;
+	for (;;) {
+		r = vpmu_vcpu_new(&vc, &c->pmu);
+		if (r < 0) {
+			snprintf(err, errlen, r == -ENOENT ?
+				 "unknown CPU model '%s' (vpmu-vmm --help lists them)" :
+				 "cannot create the vPMU for '%s'", vm->cfg.model);
+			return r;
+		}
+		vpmu_vcpu_set_memory(c->pmu, &region, 1);
+		r = kvm_cpuid_build(c->pmu, supported->entries, supported->nent, cpuid.h.entries,
+				    256);
+		if (r < 0)
+			return set_err(err, errlen, r, "building the CPUID table");
+		cpuid.h.nent = (uint32_t)r;
+		/* CPUID.01H:EBX[31:24] and leaf 0BH carry the APIC ID: KVM fills them per vCPU */
+		if (ioctl(c->fd, KVM_SET_CPUID2, &cpuid) < 0)
+			return set_err(err, errlen, -errno, "KVM_SET_CPUID2");
+		if ((vc.flags & VPMU_CONFIG_NO_PEBS) || !kvm_hides_ds(c, cpuid.h.entries, r))
+			break;
+		/* a guest that sees no DS must not find DS_AREA and PEBS answering either */
+		if (i == 0)
+			kvm_warn(c, "this KVM hides DS (CPUID.01H:EDX[21]) from the guest: the vPMU "
+				 "runs %s without DS and PEBS to match", vm->cfg.model);
+		vpmu_vcpu_free(c->pmu);
+		c->pmu = NULL;
+		vc.flags |= VPMU_CONFIG_NO_PEBS;
 	}
-	vpmu_vcpu_set_memory(c->pmu, &region, 1);
-	r = kvm_cpuid_build(c->pmu, supported->entries, supported->nent, cpuid.h.entries, 256);
-	if (r < 0)
-		return set_err(err, errlen, r, "building the CPUID table");
-	cpuid.h.nent = (uint32_t)r;
-	/* CPUID.01H:EBX[31:24] and leaf 0BH carry the APIC ID: KVM fills them per vCPU */
-	if (ioctl(c->fd, KVM_SET_CPUID2, &cpuid) < 0)
-		return set_err(err, errlen, -errno, "KVM_SET_CPUID2");
 	return misc_enable_patch(c, err, errlen);
 }
 
