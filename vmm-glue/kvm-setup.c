@@ -118,6 +118,13 @@ int kvm_cpuid_build(const struct vpmu_vcpu *vcpu, const struct kvm_cpuid_entry2 
 		k->ebx = e[i].ebx;
 		k->ecx = e[i].ecx;
 		k->edx = e[i].edx;
+		/*
+		 * IA32_DEBUGCTL is the vPMU's (its LBR and freeze bits), which has
+		 * no BLD (bit 2): a guest told of bus-lock detection
+		 * (CPUID.07H.0:ECX[24]) would set it and take a #GP.
+		 */
+		if (k->function == 7 && k->index == 0)
+			k->ecx &= ~(1u << 24);
 	}
 	free(e);
 	return (int)nr;

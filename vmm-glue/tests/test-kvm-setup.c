@@ -109,7 +109,8 @@ ParameterizedTestParameters(kvm_setup, cpuid_table)
 static const struct kvm_cpuid_entry2 host[] = {
 	{ .function = 0, .eax = 0x16, .ebx = 0x756e6547, .ecx = 0x6c65746e, .edx = 0x49656e69 },
 	{ .function = 1, .eax = 0x50654, .ecx = 0xfffa3203 & ~(1u << 15), .edx = 0x0f8bfbff & ~(1u << 21) },
-	{ .function = 7, .index = 0, .flags = KVM_CPUID_FLAG_SIGNIFCANT_INDEX, .ebx = 0xd19f4fbb },
+	{ .function = 7, .index = 0, .flags = KVM_CPUID_FLAG_SIGNIFCANT_INDEX, .ebx = 0xd19f4fbb,
+	  .ecx = 1u << 24 | 1u << 6 },	/* BUS_LOCK_DETECT, GFNI */
 	{ .function = 0xa, .eax = 0x07300802, .ebx = 0xffffffff, .edx = 0x603 },
 	{ .function = 0x80000000, .eax = 0x80000008 },
 };
@@ -138,6 +139,8 @@ ParameterizedTest(int *m, kvm_setup, cpuid_table)
 		if (e->function == 7) {
 			cr_expect_eq(e->flags, KVM_CPUID_FLAG_SIGNIFCANT_INDEX);
 			cr_expect_eq(e->ebx, 0xd19f4fbb, "non-PMU leaves untouched");
+			/* the vPMU's DEBUGCTL has no BLD (bit 2): no bus-lock detection either */
+			cr_expect_eq(e->ecx, 1u << 6, "7.0:ECX %#x: BUS_LOCK_DETECT cleared", e->ecx);
 		}
 		if (e->function == 1) {
 			struct vpmu_cpuid_entry pm;
