@@ -5,20 +5,24 @@
  * test says they counted, overflow on the period grid the way the kernel
  * reloads a period (the next overflow one period after the previous one),
  * write PERF_RECORD_SAMPLE records into the ring buffer, and fail with
- * whatever errno a test injects. Every syscall is counted.
+ * whatever errno a test injects. Every syscall is counted. fake_vcpu()
+ * makes a vCPU on a host backend whose PMIs and log lines land in fake_out.
  */
 #ifndef VPMU_TEST_FAKE_PERF_H
 #define VPMU_TEST_FAKE_PERF_H
 
+#include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 
 #include "perf-util.h"
+#include "vpmu/vpmu.h"
 
 #define FAKE_MAX	64
 #define FAKE_FD0	1000
@@ -278,6 +282,47 @@ static void fake_install(void)
 static void fake_uninstall(void)
 {
 	perf_sys = perf_sys_real;
+}
+
+/* ---- a vCPU on a host backend over the fake, with its PMIs and log lines ---- */
+
+static struct {
+	int pmis, warnings;
+	char last_log[512], last_warning[512];
+} fake_out;
+
+static void fake_on_pmi(void *data, struct vpmu_vcpu *vcpu)
+{
+	(void)data;
+	(void)vcpu;
+	fake_out.pmis++;
+}
+
+static void fake_on_log(void *data, enum vpmu_log_level level, const char *msg)
+{
+	(void)data;
+	if (level <= VPMU_LOG_WARNING) {
+		fake_out.warnings++;
+		snprintf(fake_out.last_warning, sizeof(fake_out.last_warning), "%s", msg);
+	}
+	snprintf(fake_out.last_log, sizeof(fake_out.last_log), "%s", msg);
+}
+
+/* A vCPU of `model` on `backend`, every log line to fake_out, the counts reset. */
+static struct vpmu_vcpu *fake_vcpu(const char *model, enum vpmu_backend backend)
+{
+	struct vpmu_config cfg;
+	struct vpmu_vcpu *v = NULL;
+
+	vpmu_config_init(&cfg);
+	cfg.model = model;
+	cfg.backend = backend;
+	cfg.pmi = fake_on_pmi;
+	cfg.log = fake_on_log;
+	cfg.log_level = VPMU_LOG_DEBUG;
+	memset(&fake_out, 0, sizeof(fake_out));
+	cr_assert_eq(vpmu_vcpu_new(&cfg, &v), 0);
+	return v;
 }
 
 #endif

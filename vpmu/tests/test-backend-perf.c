@@ -38,44 +38,6 @@
 #define CORE_CYCLES	0x003c	/* CPU_CLK_UNHALTED.THREAD_P */
 #define INST_RETIRED	0x00c0	/* INST_RETIRED.ANY_P */
 
-static int pmis;
-static char last_warning[512];
-static int warnings;
-
-static void on_pmi(void *data, struct vpmu_vcpu *vcpu)
-{
-	(void)data;
-	(void)vcpu;
-	pmis++;
-}
-
-static void on_log(void *data, enum vpmu_log_level level, const char *msg)
-{
-	(void)data;
-	if (level <= VPMU_LOG_WARNING) {
-		warnings++;
-		snprintf(last_warning, sizeof(last_warning), "%s", msg);
-	}
-}
-
-static struct vpmu_vcpu *pvcpu(const char *model)
-{
-	struct vpmu_config cfg;
-	struct vpmu_vcpu *v = NULL;
-
-	vpmu_config_init(&cfg);
-	cfg.model = model;
-	cfg.backend = VPMU_BACKEND_PERF;
-	cfg.pmi = on_pmi;
-	cfg.log = on_log;
-	cfg.log_level = VPMU_LOG_DEBUG;
-	pmis = 0;
-	warnings = 0;
-	last_warning[0] = '\0';
-	cr_assert_eq(vpmu_vcpu_new(&cfg, &v), 0);
-	return v;
-}
-
 static int fd_of(struct vpmu_vcpu *v, unsigned int ctr)
 {
 	return ((struct hc_set *)v->backend_state)->ctr[ctr].fd;
@@ -99,7 +61,7 @@ static const struct vpmu_counter_stats *ctr_stats(struct vpmu_vcpu *v, unsigned 
  */
 Test(perf_real, degrades_or_counts)
 {
-	struct vpmu_vcpu *v = pvcpu("Skylake-Server");
+	struct vpmu_vcpu *v = fake_vcpu("Skylake-Server", VPMU_BACKEND_PERF);
 	const struct vpmu_counter_stats *cs;
 	struct vpmu_cpuid_entry e;
 	struct vpmu_stats st;
@@ -113,8 +75,8 @@ Test(perf_real, degrades_or_counts)
 	cr_assert_eq(vpmu_vcpu_sync(v), 0);
 	cs = ctr_stats(v, 0, &st);
 	cr_assert_eq(vpmu_stats_to_json(&st, 0, json, sizeof(json), &len), 0);
-	cr_log_info("host: %s; gp0 flags %#x error %d\n", warnings ? last_warning : "counting",
-		    cs->flags, cs->error);
+	cr_log_info("host: %s; gp0 flags %#x error %d\n",
+		    fake_out.warnings ? fake_out.last_warning : "counting", cs->flags, cs->error);
 	if (cs->flags & VPMU_CTR_BACKED) {
 		/* a host PMU: the event is open (exclude_host: host work counts nothing) */
 		cr_expect(fd_of(v, 0) >= 0);
@@ -123,8 +85,8 @@ Test(perf_real, degrades_or_counts)
 		cr_expect(cs->flags & VPMU_CTR_UNBACKED);
 		cr_expect_lt(cs->error, 0);
 		cr_expect_eq(fd_of(v, 0), -1);
-		cr_expect_geq(warnings, 1);
-		cr_expect(strstr(last_warning, "perf backend"), "%s", last_warning);
+		cr_expect_geq(fake_out.warnings, 1);
+		cr_expect(strstr(fake_out.last_warning, "perf backend"), "%s", fake_out.last_warning);
 		cr_expect(strstr(json, "\"state\":\"unbacked\""), "%s", json);
 		cr_expect_eq(test_rdmsr(v, PMC), 100);
 		cr_assert_eq(vpmu_vcpu_sync(v), 0);
@@ -187,7 +149,7 @@ static void guest_pmi_handler(struct vpmu_vcpu *v, uint64_t period)
  */
 Test(perf, host_event)
 {
-	struct vpmu_vcpu *v = pvcpu("Skylake-Server");
+	struct vpmu_vcpu *v = fake_vcpu("Skylake-Server", VPMU_BACKEND_PERF);
 	struct vpmu_cpuid_entry ce;
 	struct fake_event *e;
 
@@ -219,7 +181,7 @@ Test(perf, host_event)
  */
 Test(perf, sample_reaches_the_core)
 {
-	struct vpmu_vcpu *v = pvcpu("Skylake-Server");
+	struct vpmu_vcpu *v = fake_vcpu("Skylake-Server", VPMU_BACKEND_PERF);
 	struct fake_event *e;
 	unsigned int before;
 	int fd;
@@ -235,7 +197,7 @@ Test(perf, sample_reaches_the_core)
 	cr_expect_eq(vpmu_vcpu_poll(v), 0);
 	fake_count(fd, 100);
 	cr_expect_eq(vpmu_vcpu_poll(v), 1);
-	cr_expect_eq(pmis, 1);
+	cr_expect_eq(fake_out.pmis, 1);
 	cr_expect_eq(v->last_ip, 0x401234);
 	cr_expect_eq(v->last_dla, 0x7ff000);
 	cr_expect_eq(v->last_latency, 57);
@@ -252,7 +214,7 @@ Test(perf, sample_reaches_the_core)
 		test_wrmsr(v, OVF_CTRL, B(0));
 		cr_assert_eq(vpmu_vcpu_sync(v), 0);
 	}
-	cr_expect_eq(pmis, 21);
+	cr_expect_eq(fake_out.pmis, 21);
 	cr_expect_eq(fake_syscalls() - before, 0);
 	vpmu_vcpu_free(v);
 }
@@ -267,7 +229,7 @@ ParameterizedTestParameters(perf, open_failure_unbacks_one_counter)
 /* A refused perf_event_open: that counter unbacked and silent, the others count. */
 ParameterizedTest(int *err, perf, open_failure_unbacks_one_counter)
 {
-	struct vpmu_vcpu *v = pvcpu("Skylake-Server");
+	struct vpmu_vcpu *v = fake_vcpu("Skylake-Server", VPMU_BACKEND_PERF);
 	const struct vpmu_counter_stats *cs;
 	struct vpmu_stats st;
 
@@ -280,9 +242,10 @@ ParameterizedTest(int *err, perf, open_failure_unbacks_one_counter)
 	cr_assert_eq(vpmu_vcpu_sync(v), 0);
 	cr_expect_eq(fd_of(v, 0), -1);
 	cr_assert(fd_of(v, 1) >= 0);
-	cr_expect_eq(warnings, 1, "%d warnings: %s", warnings, last_warning);
-	cr_expect(strstr(last_warning, "counter gp0"), "%s", last_warning);
-	cr_expect(strstr(last_warning, strerrorname_np(*err)), "%s", last_warning);
+	cr_expect_eq(fake_out.warnings, 1, "%d warnings: %s", fake_out.warnings,
+		     fake_out.last_warning);
+	cr_expect(strstr(fake_out.last_warning, "counter gp0"), "%s", fake_out.last_warning);
+	cr_expect(strstr(fake_out.last_warning, strerrorname_np(*err)), "%s", fake_out.last_warning);
 	cs = ctr_stats(v, 0, &st);
 	cr_expect(cs->flags & VPMU_CTR_UNBACKED);
 	cr_expect_eq(cs->error, -*err);
@@ -299,7 +262,7 @@ ParameterizedTest(int *err, perf, open_failure_unbacks_one_counter)
  */
 Test(perf, not_scheduled_is_degraded)
 {
-	struct vpmu_vcpu *v = pvcpu("Skylake-Server");
+	struct vpmu_vcpu *v = fake_vcpu("Skylake-Server", VPMU_BACKEND_PERF);
 	const struct vpmu_counter_stats *cs;
 	struct vpmu_stats st;
 	struct fake_event *e;
@@ -346,7 +309,7 @@ Test(perf, not_scheduled_is_degraded)
  */
 Test(perf, reuse_and_recreate)
 {
-	struct vpmu_vcpu *v = pvcpu("Skylake-Server");
+	struct vpmu_vcpu *v = fake_vcpu("Skylake-Server", VPMU_BACKEND_PERF);
 	struct fake_event *e;
 	unsigned int opens;
 
@@ -379,7 +342,7 @@ Test(perf, reuse_and_recreate)
 /* A lost record (ring overrun, throttling): the poll reads and raises the wrap. */
 Test(perf, lost_record_found_by_poll)
 {
-	struct vpmu_vcpu *v = pvcpu("Skylake-Server");
+	struct vpmu_vcpu *v = fake_vcpu("Skylake-Server", VPMU_BACKEND_PERF);
 	struct fake_event *e;
 	int fd;
 
@@ -391,7 +354,7 @@ Test(perf, lost_record_found_by_poll)
 	cr_expect_eq(vpmu_vcpu_poll(v), 0, "nothing says so yet");
 	fake_record(e, PERF_RECORD_THROTTLE, (uint64_t[]){ 0, 0, 0 }, 3);
 	cr_expect_eq(vpmu_vcpu_poll(v), 1);
-	cr_expect_eq(pmis, 1);
+	cr_expect_eq(fake_out.pmis, 1);
 	cr_expect_eq(test_rdmsr(v, PMC), 500);
 	vpmu_vcpu_free(v);
 }
