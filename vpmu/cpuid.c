@@ -15,6 +15,8 @@
 #define CPUID_1_ECX_DS_CPL	BIT_ULL(4)
 #define CPUID_1_ECX_PDCM	BIT_ULL(15)
 #define CPUID_1_EDX_DS		BIT_ULL(21)
+/* CPUID.(07H,1):EAX[8]: leaf 23H exists (Linux X86_FEATURE_ARCH_PERFMON_EXT) */
+#define CPUID_7_1_EAX_PERFMON_EXT	BIT_ULL(8)
 
 /* CPUID.23H.0:EAX: which sub-leaves are valid (Linux's cpuid35_eax) */
 #define CPUID_23_EAX_CNTR_SUBLEAF	BIT_ULL(1)
@@ -104,6 +106,13 @@ int vpmu_cpuid(const struct vpmu_vcpu *vcpu, uint32_t function, uint32_t index,
 			e.edx |= CPUID_1_EDX_DS;
 		}
 		break;
+	case 0x07:
+		/* sub-leaf 0 EAX: the last sub-leaf; sub-leaf 1 EAX[8]: leaf 23H */
+		if (index > 1)
+			return -ENOENT;
+		if (m->version >= 6)
+			e.eax = index == 0 ? 1 : (uint32_t)CPUID_7_1_EAX_PERFMON_EXT;
+		break;
 	case 0x0a:
 		leaf_0a(vcpu, &e);
 		break;
@@ -136,6 +145,13 @@ static void patch_one(const struct vpmu_vcpu *vcpu, struct vpmu_cpuid_entry *e)
 	}
 	if (vpmu_cpuid(vcpu, e->function, e->index, &pmu) < 0)
 		return;
+	if (e->function == 0x07) {
+		if (e->index == 0 && e->eax < pmu.eax)
+			e->eax = pmu.eax;
+		if (e->index == 1)
+			e->eax = (e->eax & ~(uint32_t)CPUID_7_1_EAX_PERFMON_EXT) | pmu.eax;
+		return;
+	}
 	if (e->function == 0x01) {
 		uint32_t ecx_bits = CPUID_1_ECX_DTES64 | CPUID_1_ECX_DS_CPL | CPUID_1_ECX_PDCM;
 
@@ -158,7 +174,7 @@ int vpmu_cpuid_patch(const struct vpmu_vcpu *vcpu, struct vpmu_cpuid_entry *entr
 		     size_t *nr, size_t capacity)
 {
 	static const struct { uint32_t fn, idx; } owned[] = {
-		{ 0x0a, 0 }, { 0x15, 0 }, { 0x23, 0 }, { 0x23, 1 }, { 0x23, 2 },
+		{ 0x07, 1 }, { 0x0a, 0 }, { 0x15, 0 }, { 0x23, 0 }, { 0x23, 1 }, { 0x23, 2 },
 		{ 0x23, 3 }, { 0x23, 4 }, { 0x23, 5 },
 	};
 	int r = 0;

@@ -121,7 +121,7 @@ ParameterizedTest(int *m, kvm_setup, cpuid_table)
 	struct vpmu_vcpu *v = new_vcpu(models[*m]);
 	struct vpmu_cpuid_entry want;
 	int nr = kvm_cpuid_build(v, host, sizeof(host) / sizeof(host[0]), out, 64);
-	bool saw_a = false, saw_23 = false;
+	bool saw_a = false, saw_23 = false, saw_7_0 = false, saw_7_1 = false;
 	bool has_23 = vpmu_cpuid(v, 0x23, 0, &want) == 0;
 
 	cr_assert_geq(nr, (int)(sizeof(host) / sizeof(host[0])));
@@ -138,9 +138,19 @@ ParameterizedTest(int *m, kvm_setup, cpuid_table)
 		}
 		if (e->function == 7) {
 			cr_expect_eq(e->flags, KVM_CPUID_FLAG_SIGNIFCANT_INDEX);
+		}
+		if (e->function == 7 && e->index == 0) {
+			saw_7_0 = true;
+			cr_expect_eq(e->eax, has_23 ? 1 : 0, "7.0:EAX is the last sub-leaf");
 			cr_expect_eq(e->ebx, 0xd19f4fbb, "non-PMU leaves untouched");
 			/* the vPMU's DEBUGCTL has no BLD (bit 2): no bus-lock detection either */
 			cr_expect_eq(e->ecx, 1u << 6, "7.0:ECX %#x: BUS_LOCK_DETECT cleared", e->ecx);
+		}
+		if (e->function == 7 && e->index == 1) {
+			/* EAX[8] (ARCH_PERFMON_EXT) is how a guest finds leaf 23H */
+			saw_7_1 = true;
+			cr_expect_eq(e->eax, has_23 ? 1u << 8 : 0);
+			cr_expect_eq(e->ebx | e->ecx | e->edx, 0);
 		}
 		if (e->function == 1) {
 			struct vpmu_cpuid_entry pm;
@@ -163,6 +173,8 @@ ParameterizedTest(int *m, kvm_setup, cpuid_table)
 			cr_expect_geq(e->eax, has_23 ? 0x23u : 0x16u);
 	}
 	cr_expect(saw_a);
+	cr_expect(saw_7_0);
+	cr_expect(saw_7_1, "%s: 07H sub-leaf 1 appended", models[*m]);
 	cr_expect_eq(saw_23, has_23, "%s: leaf 23H", models[*m]);
 	/* perfmon v6 models enumerate leaf 23H (seed 000 §22.2.6): arch-pebs and LunarLake */
 	cr_expect_eq(has_23, !!strcmp(models[*m], "Skylake-Server") && !!strcmp(models[*m], "Icelake-Server"));

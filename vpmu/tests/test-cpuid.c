@@ -197,15 +197,18 @@ Test(cpuid, patch_table)
 	cr_expect_eq(t[1].ecx, 0x80000000u | (1u << 2) | (1u << 4) | (1u << 15));
 	cr_expect_eq(t[1].edx, 0x1 | (1u << 21));
 	cr_expect_eq(t[2].eax, 0x08300806, "0AH replaced");
-	/* appended: 15H and 23H sub-leaves 0..5 */
-	cr_expect_eq(nr, 3 + 1 + 6);
-	cr_expect_eq(t[3].function, 0x15);
-	cr_expect_eq(t[4].function, 0x23);
-	cr_expect_eq(t[5].index, 1);
-	cr_expect_eq(t[5].eax, 0xff);
+	/* appended: (07H,1), 15H and 23H sub-leaves 0..5 */
+	cr_expect_eq(nr, 3 + 1 + 1 + 6);
+	cr_expect_eq(t[3].function, 0x07);
+	cr_expect_eq(t[3].index, 1);
+	cr_expect_eq(t[3].eax, 1u << 8, "ARCH_PERFMON_EXT: leaf 23H exists");
+	cr_expect_eq(t[4].function, 0x15);
+	cr_expect_eq(t[5].function, 0x23);
+	cr_expect_eq(t[6].index, 1);
+	cr_expect_eq(t[6].eax, 0xff);
 	/* patching twice changes nothing */
 	cr_assert_eq(vpmu_cpuid_patch(v, t, &nr, 16), 0);
-	cr_expect_eq(nr, 10);
+	cr_expect_eq(nr, 11);
 	/* too small a table: -ENOSPC, what fits is patched */
 	nr = 3;
 	t[2].eax = 0xdead;
@@ -285,8 +288,51 @@ Test(cpuid, not_pmu_leaves)
 	struct vpmu_cpuid_entry e = { .function = 99 };
 
 	cr_expect_eq(vpmu_cpuid(v, 0, 0, &e), -ENOENT);
-	cr_expect_eq(vpmu_cpuid(v, 7, 0, &e), -ENOENT);
+	cr_expect_eq(vpmu_cpuid(v, 7, 2, &e), -ENOENT);
+	cr_expect_eq(vpmu_cpuid(v, 6, 0, &e), -ENOENT);
 	cr_expect_eq(vpmu_cpuid(v, 0x80000001, 0, &e), -ENOENT);
 	cr_expect_eq(e.function, 99, "untouched");
+	vpmu_vcpu_free(v);
+}
+
+/*
+ * Leaf 23H is found through CPUID.(07H,1):EAX[8] (and 07H.0 EAX, the last
+ * sub-leaf of 07H, must reach 1): only v6 models say so, every other model
+ * takes the bit away from a host table that has it.
+ */
+Test(cpuid, leaf_7_perfmon_ext)
+{
+	struct vpmu_vcpu *v = new_vcpu("LunarLake");
+	struct vpmu_cpuid_entry e;
+	struct vpmu_cpuid_entry t[16] = {
+		{ .function = 7, .index = 0, .eax = 0, .ebx = 0x12345678 },
+		{ .function = 7, .index = 1, .eax = 0x10 },
+	};
+	size_t nr = 2;
+
+	e = leaf(v, 7, 0);
+	cr_expect_eq(e.eax, 1);
+	e = leaf(v, 7, 1);
+	cr_expect_eq(e.eax, 1u << 8);
+	cr_expect_eq(e.ebx | e.ecx | e.edx, 0);
+	cr_assert_eq(vpmu_cpuid_patch(v, t, &nr, 16), 0);
+	cr_expect_eq(nr, 2 + 1 + 1 + 6, "0AH, 15H, 23H.0-5 appended; 07H.1 was there");
+	for (size_t i = 2; i < nr; i++)
+		cr_expect_neq(t[i].function, 7);
+	cr_expect_eq(t[0].eax, 1, "last sub-leaf raised to 1");
+	cr_expect_eq(t[0].ebx, 0x12345678, "feature bits untouched");
+	cr_expect_eq(t[1].eax, 0x10 | 1u << 8, "other 07H.1 bits kept");
+	t[0].eax = 2;
+	cr_assert_eq(vpmu_cpuid_patch(v, t, &nr, 16), 0);
+	cr_expect_eq(t[0].eax, 2, "never lowered");
+	vpmu_vcpu_free(v);
+
+	v = new_vcpu("Icelake-Server");
+	t[0] = (struct vpmu_cpuid_entry){ .function = 7, .index = 0, .eax = 1 };
+	t[1] = (struct vpmu_cpuid_entry){ .function = 7, .index = 1, .eax = 0x10 | 1u << 8 };
+	nr = 2;
+	cr_assert_eq(vpmu_cpuid_patch(v, t, &nr, 16), 0);
+	cr_expect_eq(t[0].eax, 1);
+	cr_expect_eq(t[1].eax, 0x10, "a v5 model has no leaf 23H");
 	vpmu_vcpu_free(v);
 }
