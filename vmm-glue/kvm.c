@@ -54,6 +54,8 @@ struct kvm_cpu {
 	struct vpmu_vcpu *pmu;
 	pthread_t thread;
 	bool pmi_pending;
+	/* counter MSRs KVM refused as RDPMC shadow: bit i IA32_PMCi, 32+i IA32_FIXED_CTRi */
+	uint64_t shadow_refused;
 	struct kvm_vm_stats st;		/* this vCPU's share, summed by kvm_vm_stats */
 	int error;
 	char err[256];
@@ -659,18 +661,61 @@ static void deliver_pmi(struct kvm_cpu *c)
 	vpmu_pmi_delivered(c->pmu);
 }
 
-/* The guest's RDPMC reads KVM's shadow PMU: bring it up to the vPMU's values. */
+static uint64_t shadow_bit(uint32_t msr)
+{
+	return msr >= 0x309 ? 1ull << (32 + msr - 0x309) : 1ull << (msr - 0xc1);
+}
+
+/*
+ * The guest's RDPMC reads KVM's shadow PMU: bring it up to the vPMU's
+ * values. KVM_SET_MSRS stops at the first MSR it refuses (its own PMU has
+ * fewer counters than the model, or none at all); that one is left out
+ * from then on, the rest are written, and one line says so. Without this a
+ * host with no KVM PMU would pay a failing ioctl, and a kernel log line,
+ * on every exit.
+ */
 static void write_shadow(struct kvm_cpu *c)
 {
+	struct kvm_msr_entry all[MAX_SHADOW];
 	union {
 		struct kvm_msrs h;
 		uint8_t storage[sizeof(struct kvm_msrs) + MAX_SHADOW * sizeof(struct kvm_msr_entry)];
 	} m;
+	size_t n = kvm_rdpmc_shadow(c->pmu, all, MAX_SHADOW);
+	uint64_t refused = 0;
+	bool wrote = false;
 
 	memset(&m.h, 0, sizeof(m.h));
-	m.h.nmsrs = (uint32_t)kvm_rdpmc_shadow(c->pmu, m.h.entries, MAX_SHADOW);
-	if (m.h.nmsrs && ioctl(c->fd, KVM_SET_MSRS, &m) >= 0)
+	for (size_t i = 0; i < n; i++)
+		if (!(c->shadow_refused & shadow_bit(all[i].index)))
+			m.h.entries[m.h.nmsrs++] = all[i];
+	while (m.h.nmsrs) {
+		int r = ioctl(c->fd, KVM_SET_MSRS, &m);
+
+		if (r == (int)m.h.nmsrs) {
+			wrote = true;
+			break;
+		}
+		if (r < 0) {
+			for (uint32_t i = 0; i < m.h.nmsrs; i++)
+				refused |= shadow_bit(m.h.entries[i].index);
+			break;
+		}
+		wrote |= r > 0;
+		refused |= shadow_bit(m.h.entries[r].index);
+		m.h.nmsrs -= (uint32_t)r + 1;
+		memmove(m.h.entries, m.h.entries + r + 1, m.h.nmsrs * sizeof(m.h.entries[0]));
+	}
+	if (wrote)
 		c->st.shadow_writes++;
+	if (!refused)
+		return;
+	c->shadow_refused |= refused;
+	kvm_warn(c, "vCPU %u: KVM's own PMU refuses the RDPMC shadow of GP counters %#x and "
+		 "fixed counters %#x (bitmaps; KVM has fewer counters than the model, or no PMU "
+		 "on this host): a guest RDPMC of those reads KVM's value, not the vPMU's; "
+		 "RDMSR reads the right one", c->index, (unsigned int)(uint32_t)refused,
+		 (unsigned int)(refused >> 32));
 }
 
 static int handle_io(struct kvm_cpu *c)
