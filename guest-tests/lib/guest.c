@@ -152,6 +152,26 @@ int wrmsr_safe(uint32_t msr, uint64_t val)
 	return fault_vector;
 }
 
+bool cpu_brand_has(const char *want)
+{
+	uint32_t w[13] = { 0 };	/* 48 bytes and a terminating zero */
+	const char *s = (const char *)w;
+
+	if (cpuid_regs(0x80000000, 0).a < 0x80000004)
+		return false;
+	for (uint32_t i = 0; i < 3; i++)
+		cpuid(0x80000002 + i, 0, w + 4 * i);
+	for (unsigned int i = 0; s[i]; i++) {
+		unsigned int j = 0;
+
+		while (want[j] && s[i + j] == want[j])
+			j++;
+		if (!want[j])
+			return true;
+	}
+	return false;
+}
+
 int rdpmc_safe(uint32_t ecx, uint64_t *ret)
 {
 	uint32_t lo = 0, hi = 0;

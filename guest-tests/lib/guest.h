@@ -113,6 +113,13 @@ static inline struct cpuid_regs cpuid_regs(uint32_t leaf, uint32_t sub)
 }
 
 /*
+ * Whether the processor brand string (CPUID 80000002H-80000004H) contains
+ * WANT: vpmu-vmm's emulator says "vpmu virtual CPU ... exact counting
+ * emulator" there, so a test knows when counts are exact.
+ */
+bool cpu_brand_has(const char *want);
+
+/*
  * The local APIC in whichever mode was enabled last: registers by their
  * xAPIC MMIO offset (SDM Vol. 3A Table 11-1); in x2APIC mode the MSR is
  * 0x800 + offset / 16 (Table 11-6).

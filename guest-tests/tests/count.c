@@ -572,23 +572,7 @@ static void rdpmc_agrees(uint32_t n)
 
 static bool on_exact_emulator(void)
 {
-	static const char want[] = "exact counting emulator";
-	uint32_t w[13] = { 0 };
-	const char *s = (const char *)w;
-
-	if (cpuid_regs(0x80000000, 0).a < 0x80000004)
-		return false;
-	for (uint32_t i = 0; i < 3; i++)
-		cpuid(0x80000002 + i, 0, w + 4 * i);
-	for (unsigned int i = 0; s[i]; i++) {
-		unsigned int j = 0;
-
-		while (want[j] && s[i + j] == want[j])
-			j++;
-		if (!want[j])
-			return true;
-	}
-	return false;
+	return cpu_brand_has("exact counting emulator");
 }
 
 int main(uint64_t arg)

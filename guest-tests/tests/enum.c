@@ -155,26 +155,6 @@ static unsigned int family_number(void)
 	return f == 0xf ? f + ((fms >> 20) & 0xff) : f;
 }
 
-static bool brand_has(const char *want)
-{
-	uint32_t w[13] = { 0 };
-	const char *s = (const char *)w;
-
-	if (cpuid_regs(0x80000000, 0).a < 0x80000004)
-		return false;
-	for (uint32_t i = 0; i < 3; i++)
-		cpuid(0x80000002 + i, 0, w + 4 * i);
-	for (unsigned int i = 0; s[i]; i++) {
-		unsigned int j = 0;
-
-		while (want[j] && s[i + j] == want[j])
-			j++;
-		if (!want[j])
-			return true;
-	}
-	return false;
-}
-
 /* SDM Vol. 2A CPUID.0AH: fixed counter i exists if ECX[i] || EDX[4:0] > i (ECX from v5). */
 static bool fixed_enumerated(unsigned int i)
 {
@@ -214,7 +194,7 @@ static void read_enumeration(void)
 	has_cap = rdmsr_safe(MSR_IA32_PERF_CAPABILITIES, &cap) == 0;
 	pebs_fmt = has_cap ? PERF_CAP_PEBS_FORMAT(cap) : 0;
 	misc = rdmsr(MSR_IA32_MISC_ENABLE);
-	emulator = brand_has("vpmu virtual CPU");
+	emulator = cpu_brand_has("vpmu virtual CPU");
 	rdpmc_ok = emulator || rdpmc_works(0);
 
 	printf("family %xH model %02xH, max leaf %xH; 01H ECX %x EDX %x; 07H.1 EAX %x\n",

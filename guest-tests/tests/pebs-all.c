@@ -1041,26 +1041,10 @@ static void unusual_addresses(void)
 	wrmsr(MSR_IA32_DS_AREA, (uint64_t)ds_mem);
 }
 
-/* The emulator says so in its brand string (as count.c checks). */
+/* The emulator says so in its brand string. */
 static bool on_exact_emulator(void)
 {
-	static const char want_s[] = "exact counting emulator";
-	uint32_t w[13] = { 0 };
-	const char *b = (const char *)w;
-
-	if (cpuid_regs(0x80000000, 0).a < 0x80000004)
-		return false;
-	for (uint32_t i = 0; i < 3; i++)
-		cpuid(0x80000002 + i, 0, w + 4 * i);
-	for (unsigned int i = 0; b[i]; i++) {
-		unsigned int j = 0;
-
-		while (want_s[j] && b[i + j] == want_s[j])
-			j++;
-		if (!want_s[j])
-			return true;
-	}
-	return false;
+	return cpu_brand_has("exact counting emulator");
 }
 
 int main(uint64_t arg)
