@@ -154,7 +154,13 @@ static inline uint8_t *walk_cache_lookup(struct walk_cache *c, uint64_t gla, uns
 
 	if (l->tag != walk_cache_tag(gla, flags))
 		return NULL;
-	if (l->size == 8) {
+	if (l->size == 8 && l->nr == 4) {
+		/* 4-level paging, 4 KiB page: the common case, unrolled */
+		diff = (__atomic_load_n((const uint64_t *)l->entry[0], __ATOMIC_RELAXED) ^ l->value[0]) |
+		       (__atomic_load_n((const uint64_t *)l->entry[1], __ATOMIC_RELAXED) ^ l->value[1]) |
+		       (__atomic_load_n((const uint64_t *)l->entry[2], __ATOMIC_RELAXED) ^ l->value[2]) |
+		       (__atomic_load_n((const uint64_t *)l->entry[3], __ATOMIC_RELAXED) ^ l->value[3]);
+	} else if (l->size == 8) {
 		for (unsigned int i = 0; i < l->nr; i++)
 			diff |= __atomic_load_n((const uint64_t *)l->entry[i], __ATOMIC_RELAXED) ^
 				l->value[i];
