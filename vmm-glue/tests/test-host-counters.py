@@ -23,7 +23,10 @@ checks:
     same clock; only the partial last period differs).
   * PMIs vs the whole process's CPU time (rusage): never more than it
     allows (+5%), since cycles come only from CPU time.
-  * every PMI was delivered, and each came from a host overflow record.
+  * every overflow the guest handled was a PMI request, every PMI the VMM
+    delivered a guest interrupt (an overflow while the handler has the LVT
+    masked is found by its second look, and its PMI dropped, as hardware
+    does), and each request came from a host overflow record.
 
 Also: --host-counters perf is refused under the emulator with one line
 saying why, auto is exact there, and --verbose names the backend.
@@ -98,6 +101,12 @@ def run_timed():
     return p.returncode, out, err, t0, t1, ru.ru_utime + ru.ru_stime, wall
 
 
+def guest_totals(text):
+    """The guest's last line: overflows it handled and interrupts it took, in all."""
+    m = re.search(r'^timer-pmi: in all (\d+) overflows, (\d+) interrupts', text, re.M)
+    return (int(m.group(1)), int(m.group(2))) if m else (-1, -1)
+
+
 def main():
     # perf makes no sense under the emulator: one line, exit 2
     p = subprocess.run([VMM, '--accel', 'emu', '--host-counters', 'perf', KERNEL],
@@ -129,10 +138,17 @@ def main():
           f'{window_ms:.1f} ms; host event running {running_ms:.1f} ms; process CPU '
           f'{proc_cpu * 1e3:.1f} ms; {signals} host overflows; wall {wall:.2f} s', flush=True)
 
-    check(guest_pmis == PMIS and delivered == PMIS and requested == PMIS,
-          f'{PMIS} PMIs requested, delivered and seen by the guest '
-          f'({requested}, {delivered}, {guest_pmis})')
-    check(PMIS <= signals <= PMIS + 2, f'each PMI came from a host overflow ({signals})')
+    overflows_all, interrupts_all = guest_totals(text)
+    m = re.search(r'vpmu \S+: .* (\d+) overflows, \d+ PMIs requested', err)
+    host_overflows = int(m.group(1)) if m else -1
+    check(PMIS <= guest_pmis < PMIS + 8 and requested == overflows_all and
+          delivered == interrupts_all,
+          f'{PMIS} PMIs seen by the guest ({guest_pmis}; a few more may land as it stops); every overflow a PMI request ({requested} requested, '
+          f'{overflows_all} overflows in the guest); every delivered PMI a guest interrupt '
+          f'({delivered} delivered, {interrupts_all} interrupts; the rest found the LVT masked)')
+    check(host_overflows == requested and 0 < signals <= host_overflows,
+          f'each PMI came from a host overflow ({host_overflows} overflows, {signals} of them '
+          f'found by stopping the guest, the rest by its own MSR accesses)')
     if window_ms > 0:
         expect = window_ms / PERIOD_MS
         check(0.75 * expect <= guest_pmis <= 1.25 * expect,
@@ -175,8 +191,11 @@ def kvm_time():
     running_ms = int(m.group(2)) / 1e6 if m else -1
     check(p.returncode == 1 and re.search(r'^SUMMARY: [1-9]\d* passed, 0 failed', p.stdout, re.M),
           f'KVM: the guest passed (exit status {p.returncode})')
-    check(guest_pmis == PMIS and requested == PMIS and delivered == PMIS,
-          f'KVM: {PMIS} PMIs requested, delivered and seen ({requested}, {delivered}, {guest_pmis})')
+    overflows_all, interrupts_all = guest_totals(p.stdout)
+    check(PMIS <= guest_pmis < PMIS + 8 and requested == overflows_all and
+          delivered == interrupts_all,
+          f'KVM: {PMIS} PMIs seen ({guest_pmis}); requested = the guest\'s overflows ({requested}, '
+          f'{overflows_all}); delivered = its interrupts ({delivered}, {interrupts_all})')
     check(signals >= PMIS, f'KVM: each PMI came with a host overflow signal ({signals} signals)')
     check(0 < guest_pmis <= 1.02 * running_ms / PERIOD_MS + 1,
           f'KVM: no more PMIs than the host event ran ms: {guest_pmis} vs {running_ms:.1f} ms')
