@@ -9,6 +9,7 @@
 
 #define MIB		(1ull << 20)
 #define LOW_RAM_END	0x9fc00ull	/* 639 KiB: the EBDA and legacy ROMs lie above */
+#define BOOT_MAP_END	(4ull << 30)	/* the 64-bit entry's identity map (kvm.c) */
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static uint32_t rd32(const uint8_t *p) { return (uint32_t)rd16(p) | (uint32_t)rd16(p + 2) << 16; }
@@ -30,6 +31,7 @@ static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
 int bzimage_parse(const uint8_t *img, size_t size, struct bzimage *ret, char *err, size_t errlen)
 {
 	struct bzimage bz = { 0 };
+	uint64_t span;
 
 	if (size < BP_INIT_SIZE + 4)
 		return fail(err, errlen, -EINVAL,
@@ -66,6 +68,18 @@ int bzimage_parse(const uint8_t *img, size_t size, struct bzimage *ret, char *er
 	bz.cmdline_size = rd32(img + BP_CMDLINE_SIZE);
 	bz.load_addr = img[BP_RELOCATABLE] && rd64(img + BP_PREF_ADDRESS) ?
 		rd64(img + BP_PREF_ADDRESS) : MIB;
+	/*
+	 * The loader's own boot data (zero page, command line, page tables)
+	 * lies below 1 MiB and its identity map ends at 4 GiB: the kernel and
+	 * the room it decompresses in must lie between. Checked here, so that
+	 * no sum below can wrap around.
+	 */
+	span = bz.init_size > bz.kernel_size ? bz.init_size : bz.kernel_size;
+	if (bz.load_addr < MIB || bz.load_addr > BOOT_MAP_END || span > BOOT_MAP_END - bz.load_addr)
+		return fail(err, errlen, -EINVAL,
+			    "bzImage pref_address %#" PRIx64 " with %" PRIu64 " MiB to decompress in "
+			    "does not fit between 1 MiB and 4 GiB, where this loader puts the kernel",
+			    bz.load_addr, (span + MIB - 1) / MIB);
 	bz.entry64 = bz.load_addr + 0x200;
 	*ret = bz;
 	return 0;

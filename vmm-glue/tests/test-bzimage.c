@@ -107,6 +107,24 @@ Test(bzimage, parse_bad)
 	img[BP_HDR_JUMP + 1] = 0x10;	/* a header that ends before init_size */
 	cr_expect_eq(bzimage_parse(img, IMG_SIZE, &bz, err, sizeof(err)), -EINVAL);
 	cr_expect_str_eq(err, "bzImage setup header ends at 0x212, outside the zero page");
+	/* a pref_address whose sum with init_size wraps, or that misses 1 MiB..4 GiB */
+	make_image(0x020f);
+	put32(img + BP_PREF_ADDRESS, 0xfffff000);
+	put32(img + BP_PREF_ADDRESS + 4, 0xffffffff);
+	cr_expect_eq(bzimage_parse(img, IMG_SIZE, &bz, err, sizeof(err)), -EINVAL);
+	cr_expect_str_eq(err, "bzImage pref_address 0xfffffffffffff000 with 8 MiB to decompress in "
+			 "does not fit between 1 MiB and 4 GiB, where this loader puts the kernel");
+	put32(img + BP_PREF_ADDRESS + 4, 0);
+	put32(img + BP_PREF_ADDRESS, 0xff800000);	/* ends exactly at 4 GiB: fine */
+	cr_expect_eq(bzimage_parse(img, IMG_SIZE, &bz, err, sizeof(err)), 0, "%s", err);
+	put32(img + BP_PREF_ADDRESS, 0xff801000);	/* 4 KiB past it */
+	cr_expect_eq(bzimage_parse(img, IMG_SIZE, &bz, err, sizeof(err)), -EINVAL);
+	put32(img + BP_PREF_ADDRESS, 0x1000);		/* over the loader's boot data */
+	cr_expect_eq(bzimage_parse(img, IMG_SIZE, &bz, err, sizeof(err)), -EINVAL);
+	cr_expect_str_eq(err, "bzImage pref_address 0x1000 with 8 MiB to decompress in does not "
+			 "fit between 1 MiB and 4 GiB, where this loader puts the kernel");
+	bz.version = 0x1234;
+	cr_expect_eq(bzimage_parse(img, IMG_SIZE, &bz, err, sizeof(err)), -EINVAL);
 	cr_expect_eq(bz.version, 0x1234, "untouched on failure");
 }
 
