@@ -40,6 +40,7 @@
 #define LINUX_PDPT		0xa000ull
 #define LINUX_PD		0xb000ull	/* 4 PDs: the first 4 GiB with 2 MiB pages */
 #define LINUX_CMDLINE		0x20000ull
+#define LINUX_CMDLINE_MAX	0x10000ull	/* up to 0x30000, below the EBDA */
 #define LINUX_BOOT_CS		0x10		/* __BOOT_CS and __BOOT_DS of the 64-bit boot protocol */
 #define LINUX_BOOT_DS		0x18
 
@@ -555,6 +556,11 @@ int kvm_vm_boot_linux(struct kvm_vm *vm, const void *image, size_t size, const c
 	r = bzimage_parse(image, size, &bz, err, errlen);
 	if (r < 0)
 		return r;
+	if (cmdline_len >= LINUX_CMDLINE_MAX) {
+		snprintf(err, errlen, "kernel command line of %zu bytes: this loader takes up to %llu",
+			 cmdline_len, LINUX_CMDLINE_MAX - 1);
+		return -E2BIG;
+	}
 	if (initrd_size) {
 		top = vm->ram_size < (uint64_t)bz.initrd_addr_max + 1 ? vm->ram_size
 								  : (uint64_t)bz.initrd_addr_max + 1;

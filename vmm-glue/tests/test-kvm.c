@@ -2,14 +2,16 @@
 /*
  * The KVM backend's refusals, which need no /dev/kvm: bad sizes and vCPU
  * counts get one line each, and a host without a usable /dev/kvm gets a
- * line that names what is missing. Running guests on KVM is the guest
- * suite's --accel kvm half (skipped where /dev/kvm is absent).
+ * line that names what is missing; with /dev/kvm, a Linux command line too
+ * long for the loader gets one (skipped without). Running guests on KVM is
+ * the guest suite's --accel kvm half (skipped where /dev/kvm is absent).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "bzimage.h"
 #include "kvm.h"
 
 Test(kvm, refuses_bad_configs)
@@ -46,4 +48,37 @@ Test(kvm, probe_says_why)
 		/* a host with KVM: usable, or one line naming what it lacks */
 		cr_expect(r == 0 || (r < 0 && strlen(why) > 10), "%d %s", r, why);
 	}
+}
+
+/* A Linux command line that would run into the loader's other boot data: one line, -E2BIG. */
+Test(kvm, long_linux_cmdline)
+{
+	static uint8_t img[4096 + 512];
+	static char cmdline[0x10001];
+	struct kvm_vm_config cfg;
+	struct kvm_vm *vm = NULL;
+	char err[256] = "";
+
+	if (kvm_probe(err, sizeof(err)) < 0)
+		cr_skip_test("no usable /dev/kvm here: %s", err);
+	/* a 64-bit bzImage header (boot protocol 2.15), 3 setup sectors, 2.5 KiB of kernel */
+	img[BP_SETUP_SECTS] = 3;
+	img[BP_BOOT_FLAG] = 0x55, img[BP_BOOT_FLAG + 1] = 0xaa;
+	img[BP_HDR_JUMP] = 0xeb, img[BP_HDR_JUMP + 1] = 0x6a;
+	memcpy(img + BP_HEADER, "HdrS", 4);
+	img[BP_VERSION] = 0x0f, img[BP_VERSION + 1] = 0x02;
+	img[BP_LOADFLAGS] = LOADFLAG_LOADED_HIGH;
+	img[BP_XLOADFLAGS] = XLF_KERNEL_64;
+	memset(img + BP_CMDLINE_SIZE, 0xff, 4);	/* the kernel would take any length */
+	memset(img + BP_INITRD_ADDR_MAX, 0x7f, 4);
+	kvm_vm_config_init(&cfg);
+	cr_assert_eq(kvm_vm_new(&cfg, &vm, err, sizeof(err)), 0, "%s", err);
+	memset(cmdline, 'a', sizeof(cmdline) - 1);
+	cr_expect_eq(kvm_vm_boot_linux(vm, img, sizeof(img), cmdline, NULL, 0, err, sizeof(err)),
+		     -E2BIG);
+	cr_expect_str_eq(err, "kernel command line of 65536 bytes: this loader takes up to 65535");
+	cmdline[0xffff] = 0;
+	cr_expect_eq(kvm_vm_boot_linux(vm, img, sizeof(img), cmdline, NULL, 0, err, sizeof(err)), 0,
+		     "%s", err);
+	kvm_vm_free(vm);
 }
