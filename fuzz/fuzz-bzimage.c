@@ -18,14 +18,7 @@
 #include <string.h>
 
 #include "bzimage.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)			\
-	do {				\
-		if (!(c))		\
-			abort();	\
-	} while (0)
+#include "fuzz.h"
 
 #define MIB	(1ull << 20)
 #define CANARY	0x5a

@@ -17,14 +17,7 @@
 #include <string.h>
 
 #include "vpmu/vpmu.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)			\
-	do {				\
-		if (!(c))		\
-			abort();	\
-	} while (0)
+#include "fuzz.h"
 
 #define ERR_MAX		256
 #define ANYTHREAD	(1ull << 21)

@@ -25,14 +25,7 @@
 #include <unistd.h>
 
 #include "loader.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)			\
-	do {				\
-		if (!(c))		\
-			abort();	\
-	} while (0)
+#include "fuzz.h"
 
 #define PAGE		4096UL
 #define CANARY		0xA5

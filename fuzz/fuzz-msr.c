@@ -16,8 +16,7 @@
 #include <string.h>
 
 #include "pmu.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 static unsigned int pmis;
 
@@ -30,12 +29,6 @@ static void on_pmi(void *data, struct vpmu_vcpu *vcpu)
 	vpmu_pmi_delivered(vcpu);
 	(void)vpmu_stats_read(vcpu, &st);
 }
-
-#define CHECK(c)			\
-	do {				\
-		if (!(c))		\
-			abort();	\
-	} while (0)
 
 static uint32_t msrs[512];
 

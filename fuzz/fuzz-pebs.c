@@ -14,8 +14,7 @@
 #include <sys/mman.h>
 
 #include "vpmu/vpmu.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 #define RAM_SIZE	(1u << 20)
 #define PAGE		4096u

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "walk.h"
+#include "fuzz.h"
 
 #define REGION_MAX	(32 * 1024)
 #define SLACK		4096
@@ -252,7 +253,6 @@ consistent:
 	      res2.writable == res.writable && res2.user == res.user && res2.nx == res.nx);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct walk_paging p;
