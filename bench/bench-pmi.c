@@ -10,8 +10,8 @@
  * table (perf_sys). Syscalls per PMI are all of a run's over its PMIs,
  * creating and closing the host event included (an upper bound on steady
  * state); the per-PMI MSR and poll figures are the difference of a long
- * and a short run, per PMI in between. The emulator takes no overflow signal (vpmu_config.signo
- * -1): it finds the host's overflow record in the event's ring buffer
+ * and a short run, per PMI in between. The emulator takes no overflow
+ * signal (vpmu_config.signo -1): it finds the host's overflow record in the event's ring buffer
  * between blocks (vpmu_vcpu_pending, no syscall), so libvpmu's syscalls
  * are all the host syscalls a PMI costs; the signals a handler catches
  * anyway are counted too (each would add an rt_sigreturn), and must be 0.

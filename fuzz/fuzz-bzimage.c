@@ -6,11 +6,12 @@
  * it comes. Even: the rest is XORed over the setup header of a valid
  * 64-bit bzImage (from 0x1f0) and what is left sizes its kernel, so that
  * runs get past the magic numbers to the fields that matter. The last
- * byte picks the RAM size, the command line length and the initrd. Besides the sanitizers it checks the
- * contract: only the documented errors, each one line in err; on success
- * a kernel between 1 MiB and 4 GiB that fits the file, and a zero page
- * that fits RAM (the loader copies kernel_size bytes to load_addr once
- * bzimage_boot_params has said yes) with nothing written past its 4 KiB.
+ * byte picks the RAM size, the command line length and the initrd.
+ * Besides the sanitizers it checks the contract: only the documented
+ * errors, each one line in err; on success a kernel between 1 MiB and
+ * 4 GiB that fits the file, and a zero page that fits RAM (the loader
+ * copies kernel_size bytes to load_addr once bzimage_boot_params has said
+ * yes) with nothing written past its 4 KiB.
  */
 #include <errno.h>
 #include <stdint.h>

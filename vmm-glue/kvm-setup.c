@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kvm-setup.h"
+#include "msr-index.h"
 
 #define MSRS_PER_RANGE	(KVM_PLAN_BITMAP_BYTES * 8u)
 
@@ -162,8 +163,8 @@ size_t kvm_rdpmc_shadow(struct vpmu_vcpu *vcpu, struct kvm_msr_entry *ret, size_
 
 	/* IA32_PMCx and IA32_FIXED_CTRx, as far as RDPMC reaches (it faults past the last) */
 	for (uint32_t i = 0; n < capacity && vpmu_rdpmc_peek(vcpu, i, &v) == 0; i++)
-		ret[n++] = (struct kvm_msr_entry){ .index = 0xc1 + i, .data = v };
+		ret[n++] = (struct kvm_msr_entry){ .index = MSR_IA32_PMC0 + i, .data = v };
 	for (uint32_t i = 0; n < capacity && vpmu_rdpmc_peek(vcpu, 1u << 30 | i, &v) == 0; i++)
-		ret[n++] = (struct kvm_msr_entry){ .index = 0x309 + i, .data = v };
+		ret[n++] = (struct kvm_msr_entry){ .index = MSR_CORE_PERF_FIXED_CTR0 + i, .data = v };
 	return n;
 }

@@ -20,6 +20,7 @@
 #include "bzimage.h"
 #include "kvm-setup.h"
 #include "kvm.h"
+#include "msr-index.h"
 #include "platform.h"
 
 #define KVM_API_VERSION_WANTED	12
@@ -669,7 +670,8 @@ static void deliver_pmi(struct kvm_cpu *c)
 
 static uint64_t shadow_bit(uint32_t msr)
 {
-	return msr >= 0x309 ? 1ull << (32 + msr - 0x309) : 1ull << (msr - 0xc1);
+	return msr >= MSR_CORE_PERF_FIXED_CTR0 ? 1ull << (32 + msr - MSR_CORE_PERF_FIXED_CTR0)
+					       : 1ull << (msr - MSR_IA32_PMC0);
 }
 
 /*
