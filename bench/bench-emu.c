@@ -22,7 +22,7 @@ static double cpu_seconds(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
 }
 
 static int run(const void *image, size_t size, uint64_t mode, double *ret_ips, uint64_t *ret_pmis,
@@ -40,7 +40,7 @@ static int run(const void *image, size_t size, uint64_t mode, double *ret_ips, u
 
 	emu_config_init(&cfg);
 	cfg.serial_out = devnull;
-	cfg.mem_size = 16ull << 20;	/* the guest needs little: less RAM to fault in per run */
+	cfg.mem_size = 16ull << 20; /* the guest needs little: less RAM to fault in per run */
 	if (emu_new(&cfg, &emu, err, sizeof(err)) < 0) {
 		fprintf(stderr, "bench-emu: %s\n", err);
 		return -1;
@@ -60,7 +60,7 @@ static int run(const void *image, size_t size, uint64_t mode, double *ret_ips, u
 	}
 	t1 = cpu_seconds();
 	emu_get_stats(emu, &st);
-	*ret_ips = (double)st.instructions / (t1 - t0);
+	*ret_ips = (double) st.instructions / (t1 - t0);
 	*ret_pmis = st.pmis;
 	*ret_records = 0;
 	if (emu_vpmu(emu)) {
@@ -97,8 +97,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench-emu: cannot read %s\n", argv[1]);
 		return 2;
 	}
-	image = malloc((size_t)size);
-	if (!image || fread(image, 1, (size_t)size, f) != (size_t)size) {
+	image = malloc((size_t) size);
+	if (!image || fread(image, 1, (size_t) size, f) != (size_t) size) {
 		fprintf(stderr, "bench-emu: cannot read %s\n", argv[1]);
 		return 2;
 	}
@@ -114,15 +114,16 @@ int main(int argc, char **argv)
 		for (int m = 0; m < 3; m++) {
 			double v;
 
-			if (run(image, (size_t)size, (uint64_t)m, &v, &pmis[m], &records[m]) < 0)
+			if (run(image, (size_t) size, (uint64_t) m, &v, &pmis[m], &records[m]) < 0)
 				return 1;
 			if (v > ips[m])
 				ips[m] = v;
 		}
 	}
 	for (int m = 0; m < 3; m++)
-		printf("%-64s %8.2f M guest instructions/s (%llu PMIs, %llu PEBS records)\n", names[m],
-		       ips[m] / 1e6, (unsigned long long)pmis[m], (unsigned long long)records[m]);
+		printf("%-64s %8.2f M guest instructions/s (%llu PMIs, %llu PEBS records)\n",
+		       names[m], ips[m] / 1e6, (unsigned long long) pmis[m],
+		       (unsigned long long) records[m]);
 	printf("ratio all-counting / off: %.2f (target >= 0.5)\n", ips[1] / ips[0]);
 	printf("slowdown PEBS / off: %.2fx (target <= 1.2x)\n", ips[0] / ips[2]);
 	free(image);

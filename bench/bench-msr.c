@@ -30,12 +30,12 @@ static const struct access {
 	uint32_t msr;
 	uint64_t value;
 } seq[] = {
-	{ RD, 0x38e, 0 },			/* GLOBAL_STATUS */
-	{ WR, 0x38f, 0 },			/* GLOBAL_CTRL = 0 */
-	{ WR, 0x390, 1 },			/* STATUS_RESET PMC0 */
-	{ PMC, 0, 0 },				/* RDPMC 0 (count update) */
-	{ WR, 0x4c1, 0xffffffff0000ULL },	/* re-arm: -period */
-	{ WR, 0x38f, 0x70000000fULL },		/* GLOBAL_CTRL on */
+	{ RD, 0x38e, 0 },		  /* GLOBAL_STATUS */
+	{ WR, 0x38f, 0 },		  /* GLOBAL_CTRL = 0 */
+	{ WR, 0x390, 1 },		  /* STATUS_RESET PMC0 */
+	{ PMC, 0, 0 },			  /* RDPMC 0 (count update) */
+	{ WR, 0x4c1, 0xffffffff0000ULL }, /* re-arm: -period */
+	{ WR, 0x38f, 0x70000000fULL },	  /* GLOBAL_CTRL on */
 };
 #define SEQ_LEN (sizeof(seq) / sizeof(seq[0]))
 
@@ -69,7 +69,7 @@ static double run_vpmu(struct vpmu_vcpu *v)
 			}
 		}
 	sink = acc;
-	return (now_ns() - t0) / (ROUNDS * (double)SEQ_LEN);
+	return (now_ns() - t0) / (ROUNDS * (double) SEQ_LEN);
 }
 
 /* The cheapest possible emulation: an array indexed by MSR number. */
@@ -90,7 +90,7 @@ static double run_array(struct baseline_regs *a)
 			}
 		}
 	sink = acc;
-	return (now_ns() - t0) / (ROUNDS * (double)SEQ_LEN);
+	return (now_ns() - t0) / (ROUNDS * (double) SEQ_LEN);
 }
 
 static double run_inline(volatile uint64_t *regs)
@@ -106,7 +106,7 @@ static double run_inline(volatile uint64_t *regs)
 				regs[seq[i].msr & 0x7ff] = seq[i].value;
 		}
 	sink = acc;
-	return (now_ns() - t0) / (ROUNDS * (double)SEQ_LEN);
+	return (now_ns() - t0) / (ROUNDS * (double) SEQ_LEN);
 }
 
 int main(void)
@@ -145,9 +145,10 @@ int main(void)
 	printf("  raw array baseline:  %6.2f ns/access (shared-library call)\n", best_a);
 	printf("  inlined array store: %6.2f ns/access (reference only)\n", best_i);
 	printf("  ratio: %.2fx (target <= 2.00x)\n", best_v / best_a);
-	printf("  heap change over %d accesses: %zd bytes in use, %zd arenas (target 0: no allocation)\n",
-	       ROUNDS * (int)SEQ_LEN, (ssize_t)(m1.uordblks - m0.uordblks),
-	       (ssize_t)(m1.arena - m0.arena));
+	printf("  heap change over %d accesses: %zd bytes in use, %zd arenas (target 0: no "
+	       "allocation)\n",
+	       ROUNDS * (int) SEQ_LEN, (ssize_t) (m1.uordblks - m0.uordblks),
+	       (ssize_t) (m1.arena - m0.arena));
 	vpmu_vcpu_free(v);
 	return 0;
 }

@@ -17,12 +17,12 @@
 
 #include "walk.h"
 
-#define RAM_SIZE	(64u << 20)
-#define BUF_LA		0xffffc90000000000ULL
+#define RAM_SIZE (64u << 20)
+#define BUF_LA	 0xffffc90000000000ULL
 /* the PEBS buffer Linux gives each CPU: 64 KiB, refilled from its base after each drain */
-#define BUF_PAGES	16u
-#define FILLS		32
-#define BUF_PA		(16u << 20)
+#define BUF_PAGES 16u
+#define FILLS	  32
+#define BUF_PA	  (16u << 20)
 
 static uint8_t *ram;
 static uint64_t next_table = 0x1000;
@@ -41,13 +41,13 @@ static void map4k(uint64_t cr3, uint64_t la, uint64_t pa)
 	uint64_t table = cr3;
 
 	for (int level = 3; level > 0; level--) {
-		uint64_t *e = (uint64_t *)(ram + table) + ((la >> (12 + 9 * level)) & 0x1ff);
+		uint64_t *e = (uint64_t *) (ram + table) + ((la >> (12 + 9 * level)) & 0x1ff);
 
 		if (!(*e & 1))
 			*e = alloc_table() | 3;
 		table = *e & 0x000ffffffffff000ULL;
 	}
-	((uint64_t *)(ram + table))[(la >> 12) & 0x1ff] = pa | 3;
+	((uint64_t *) (ram + table))[(la >> 12) & 0x1ff] = pa | 3;
 }
 
 static double now_ns(void)
@@ -86,8 +86,10 @@ int main(void)
 		map4k(cr3, BUF_LA + i * 4096ULL, BUF_PA + ((i * 613u) % BUF_PAGES) * 4096ULL);
 	region = (struct guest_region){ 0, RAM_SIZE, ram };
 	mem = (struct guest_mem){ &region, 1 };
-	p = (struct walk_paging){ .cr0 = (1u << 31) | (1u << 16) | 1, .cr3 = cr3,
-				  .cr4 = 1u << 5, .efer = (1u << 8) | (1u << 10) };
+	p = (struct walk_paging){ .cr0 = (1u << 31) | (1u << 16) | 1,
+				  .cr3 = cr3,
+				  .cr4 = 1u << 5,
+				  .efer = (1u << 8) | (1u << 10) };
 
 	printf("PEBS records into a 64 KiB guest buffer of scattered 4 KiB pages (4-level tables),"
 	       " filled 32 times, best of 5\n");
@@ -116,7 +118,9 @@ int main(void)
 				for (size_t i = 0; i < n; i++)
 					if (walk_write(&mem, &p, BUF_LA + i * size, record, size,
 						       WALK_IMPLICIT_SUPERVISOR) < 0) {
-						fprintf(stderr, "bench-pebs: walk failed at record %zu\n", i);
+						fprintf(stderr,
+							"bench-pebs: walk failed at record %zu\n",
+							i);
 						return 1;
 					}
 			t1 = now_ns();
@@ -129,10 +133,14 @@ int main(void)
 			t2 = now_ns();
 			for (int fill = 0; fill < FILLS; fill++)
 				for (size_t i = 0; i < n; i++)
-					if (walk_write_cached(&mem, &p, BUF_LA + i * size, record, size,
-							      WALK_IMPLICIT_SUPERVISOR | WALK_SET_AD,
-							      &cache) < 0) {
-						fprintf(stderr, "bench-pebs: cached walk failed at record %zu\n", i);
+					if (walk_write_cached(
+						    &mem, &p, BUF_LA + i * size, record, size,
+						    WALK_IMPLICIT_SUPERVISOR | WALK_SET_AD,
+						    &cache) < 0) {
+						fprintf(stderr,
+							"bench-pebs: cached walk failed at record "
+							"%zu\n",
+							i);
 						return 1;
 					}
 			t3 = now_ns();
@@ -140,11 +148,12 @@ int main(void)
 			best_m = t2 - t1 < best_m ? t2 - t1 : best_m;
 			best_c = t3 - t2 < best_c ? t3 - t2 : best_c;
 		}
-		printf("  %4zu-byte records: memcpy %6.2f Mrec/s %7.1f MB/s\n", size, FILLS * n / best_m * 1e3,
-		       FILLS * n * size / best_m * 1e3);
+		printf("  %4zu-byte records: memcpy %6.2f Mrec/s %7.1f MB/s\n", size,
+		       FILLS * n / best_m * 1e3, FILLS * n * size / best_m * 1e3);
 		printf("      full walk each record  %6.2f Mrec/s %7.1f MB/s  ratio %.2f\n",
 		       FILLS * n / best_w * 1e3, FILLS * n * size / best_w * 1e3, best_m / best_w);
-		printf("      validated cache (PEBS) %6.2f Mrec/s %7.1f MB/s  ratio %.2f (target >= 0.50)\n",
+		printf("      validated cache (PEBS) %6.2f Mrec/s %7.1f MB/s  ratio %.2f (target "
+		       ">= 0.50)\n",
 		       FILLS * n / best_c * 1e3, FILLS * n * size / best_c * 1e3, best_m / best_c);
 	}
 	free(ram);

@@ -83,7 +83,7 @@ static int w_close(int fd)
 
 static void on_signal(int sig)
 {
-	(void)sig;
+	(void) sig;
 	signals++;
 	if (kick_emu)
 		emu_kick(kick_emu);
@@ -94,7 +94,7 @@ static double cpu_seconds(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
 }
 
 struct result {
@@ -129,7 +129,7 @@ static int run(const void *image, size_t size, unsigned int pmis, unsigned int p
 	}
 	ram = emu_ram(emu);
 	if (vmm_load_kernel(&ram, image, size, NULL, NULL, 0, &boot, err, sizeof(err)) < 0 ||
-	    emu_boot(emu, &boot, (uint64_t)period_us << 32 | pmis, err, sizeof(err)) < 0) {
+	    emu_boot(emu, &boot, (uint64_t) period_us << 32 | pmis, err, sizeof(err)) < 0) {
 		fprintf(stderr, "bench-pmi: %s\n", err);
 		emu_free(emu);
 		return -1;
@@ -151,13 +151,13 @@ static int run(const void *image, size_t size, unsigned int pmis, unsigned int p
 	emu_get_stats(emu, &st);
 	vpmu_stats_read(emu_vpmu(emu), &vs);
 	kick_emu = NULL;
-	emu_free(emu);	/* closes the host event: its syscalls count */
+	emu_free(emu); /* closes the host event: its syscalls count */
 	fclose(serial);
 	memcpy(ret->sc, sc, sizeof(sc));
 	ret->syscalls = 0;
 	for (int i = 0; i < SC_KINDS; i++)
 		ret->syscalls += sc[i];
-	ret->signals = (unsigned long long)signals;
+	ret->signals = (unsigned long long) signals;
 	ret->pmis = st.pmis;
 	ret->pmu_msrs = vs.msr_reads + vs.msr_writes + vs.rdpmcs;
 	ret->msr_exits = st.msr_exits;
@@ -178,8 +178,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	f = fopen(argv[1], "rb");
-	if (!f || fseek(f, 0, SEEK_END) < 0 || (size = (size_t)ftell(f)) == 0 ||
-	    fseek(f, 0, SEEK_SET) < 0 || !(image = malloc(size)) || fread(image, 1, size, f) != size) {
+	if (!f || fseek(f, 0, SEEK_END) < 0 || (size = (size_t) ftell(f)) == 0 ||
+	    fseek(f, 0, SEEK_SET) < 0 || !(image = malloc(size)) ||
+	    fread(image, 1, size, f) != size) {
 		fprintf(stderr, "bench-pmi: cannot read %s\n", argv[1]);
 		return 2;
 	}
@@ -199,9 +200,9 @@ int main(int argc, char **argv)
 
 		if (run(image, size, n1, p, &a) < 0 || run(image, size, n2, p, &b) < 0)
 			return 1;
-		d = (double)(b.pmis - a.pmis);
-		printf("  period %4u us: %llu PMIs in %.3f s CPU; libvpmu syscalls %llu in all (", p,
-		       b.pmis, b.cpu, b.syscalls);
+		d = (double) (b.pmis - a.pmis);
+		printf("  period %4u us: %llu PMIs in %.3f s CPU; libvpmu syscalls %llu in all (",
+		       p, b.pmis, b.cpu, b.syscalls);
 		for (int k = 0; k < SC_KINDS; k++)
 			printf("%s%s %llu", k ? ", " : "", sc_names[k], b.sc[k]);
 		printf(")\n");
@@ -212,14 +213,15 @@ int main(int argc, char **argv)
 		 * path come at timing-dependent moments, so a difference of two
 		 * runs can). The MSR figures are exact per PMI: a difference.
 		 */
-		printf("    per PMI: %.3f host syscalls (libvpmu's, all of the run's over its PMIs; "
+		printf("    per PMI: %.3f host syscalls (libvpmu's, all of the run's over its "
+		       "PMIs; "
 		       "%.3f signals, each +1 rt_sigreturn), %.3f polls that found the overflow, "
 		       "%.2f guest MSR accesses through vpmu, %.2f MSR exits (target: <= 1 "
 		       "syscall)\n",
-		       (double)b.syscalls / (double)b.pmis, (double)b.signals / (double)b.pmis,
-		       ((double)b.polls - (double)a.polls) / d,
-		       ((double)b.pmu_msrs - (double)a.pmu_msrs) / d,
-		       ((double)b.msr_exits - (double)a.msr_exits) / d);
+		       (double) b.syscalls / (double) b.pmis, (double) b.signals / (double) b.pmis,
+		       ((double) b.polls - (double) a.polls) / d,
+		       ((double) b.pmu_msrs - (double) a.pmu_msrs) / d,
+		       ((double) b.msr_exits - (double) a.msr_exits) / d);
 	}
 	free(image);
 	return 0;

@@ -38,24 +38,24 @@
 
 #include <vpmu/vpmu.h>
 
-#define RAM_SIZE	(1u << 20)
-#define CODE_ADDR	0x1000
+#define RAM_SIZE  (1u << 20)
+#define CODE_ADDR 0x1000
 
 /* 16-bit code (operand-size prefixes where 32-bit values are needed) */
 static const uint8_t guest_code[] = {
-	0x66, 0xb9, 0x86, 0x01, 0x00, 0x00,	/* mov ecx, 0x186 (IA32_PERFEVTSEL0) */
-	0x66, 0xb8, 0xc0, 0x00, 0x43, 0x00,	/* mov eax, 0x4300c0 (EN|OS|USR, C0H) */
-	0x66, 0x31, 0xd2,			/* xor edx, edx */
-	0x0f, 0x30,				/* wrmsr */
-	0x66, 0xb9, 0x8f, 0x03, 0x00, 0x00,	/* mov ecx, 0x38f (IA32_PERF_GLOBAL_CTRL) */
-	0x66, 0xb8, 0x01, 0x00, 0x00, 0x00,	/* mov eax, 1 */
-	0x0f, 0x30,				/* wrmsr */
-	0x66, 0xb9, 0xc1, 0x00, 0x00, 0x00,	/* mov ecx, 0xc1 (IA32_PMC0) */
-	0x0f, 0x32,				/* rdmsr */
-	0x66, 0xb9, 0x8e, 0x03, 0x00, 0x00,	/* mov ecx, 0x38e (IA32_PERF_GLOBAL_STATUS) */
-	0x0f, 0x32,				/* rdmsr */
-	0xe6, 0xf4,				/* out 0xf4, al: done */
-	0xf4,					/* hlt */
+	0x66, 0xb9, 0x86, 0x01, 0x00, 0x00, /* mov ecx, 0x186 (IA32_PERFEVTSEL0) */
+	0x66, 0xb8, 0xc0, 0x00, 0x43, 0x00, /* mov eax, 0x4300c0 (EN|OS|USR, C0H) */
+	0x66, 0x31, 0xd2,		    /* xor edx, edx */
+	0x0f, 0x30,			    /* wrmsr */
+	0x66, 0xb9, 0x8f, 0x03, 0x00, 0x00, /* mov ecx, 0x38f (IA32_PERF_GLOBAL_CTRL) */
+	0x66, 0xb8, 0x01, 0x00, 0x00, 0x00, /* mov eax, 1 */
+	0x0f, 0x30,			    /* wrmsr */
+	0x66, 0xb9, 0xc1, 0x00, 0x00, 0x00, /* mov ecx, 0xc1 (IA32_PMC0) */
+	0x0f, 0x32,			    /* rdmsr */
+	0x66, 0xb9, 0x8e, 0x03, 0x00, 0x00, /* mov ecx, 0x38e (IA32_PERF_GLOBAL_STATUS) */
+	0x0f, 0x32,			    /* rdmsr */
+	0xe6, 0xf4,			    /* out 0xf4, al: done */
+	0xf4,				    /* hlt */
 };
 
 struct vm {
@@ -74,8 +74,8 @@ static void die(const char *what)
 /* libvpmu asks for a PMI: the loop delivers it before the next entry. */
 static void on_pmi(void *data, struct vpmu_vcpu *vcpu)
 {
-	(void)vcpu;
-	((struct vm *)data)->pmi_pending = 1;
+	(void) vcpu;
+	((struct vm *) data)->pmi_pending = 1;
 }
 
 static void deliver_pmi(struct vm *vm)
@@ -87,18 +87,19 @@ static void deliver_pmi(struct vm *vm)
 	vm->pmi_pending = 0;
 	if (ioctl(vm->cpu, KVM_GET_LAPIC, &lapic) < 0)
 		die("KVM_GET_LAPIC");
-	memcpy(&v, lapic.regs + 0x340, 4);		/* LVT performance counter */
+	memcpy(&v, lapic.regs + 0x340, 4); /* LVT performance counter */
 	vpmu_lvt_decode(v, &lvt);
 	if (lvt.action == VPMU_LVT_DROP)
 		return;
-	memcpy(lapic.regs + 0x340, &lvt.after, 4);	/* the mask bit, as hardware sets it */
+	memcpy(lapic.regs + 0x340, &lvt.after, 4); /* the mask bit, as hardware sets it */
 	if (ioctl(vm->cpu, KVM_SET_LAPIC, &lapic) < 0)
 		die("KVM_SET_LAPIC");
 	if (lvt.action == VPMU_LVT_NMI) {
 		if (ioctl(vm->cpu, KVM_NMI, 0) < 0)
 			die("KVM_NMI");
 	} else {
-		struct kvm_msi msi = { .address_lo = 0xfee00000, .data = lvt.vector };	/* APIC ID 0 */
+		struct kvm_msi msi = { .address_lo = 0xfee00000,
+				       .data = lvt.vector }; /* APIC ID 0 */
 
 		if (ioctl(vm->fd, KVM_SIGNAL_MSI, &msi) < 0)
 			die("KVM_SIGNAL_MSI");
@@ -122,11 +123,14 @@ static void route_pmu_msrs(struct vm *vm)
 	memset(bitmap, 0xff, sizeof(bitmap));
 	for (size_t i = 0; i < n; i++)
 		if (msrs[i] < 0x3000)
-			bitmap[msrs[i] / 8] &= (uint8_t)~(1u << (msrs[i] % 8));
-	filter.ranges[0] = (struct kvm_msr_filter_range){
-		.flags = KVM_MSR_FILTER_READ | KVM_MSR_FILTER_WRITE, .nmsrs = 0x3000, .base = 0,
-		.bitmap = bitmap };
-	if (ioctl(vm->fd, KVM_ENABLE_CAP, &cap) < 0 || ioctl(vm->fd, KVM_X86_SET_MSR_FILTER, &filter) < 0)
+			bitmap[msrs[i] / 8] &= (uint8_t) ~(1u << (msrs[i] % 8));
+	filter.ranges[0] =
+		(struct kvm_msr_filter_range){ .flags = KVM_MSR_FILTER_READ | KVM_MSR_FILTER_WRITE,
+					       .nmsrs = 0x3000,
+					       .base = 0,
+					       .bitmap = bitmap };
+	if (ioctl(vm->fd, KVM_ENABLE_CAP, &cap) < 0 ||
+	    ioctl(vm->fd, KVM_X86_SET_MSR_FILTER, &filter) < 0)
 		die("routing PMU MSRs to userspace");
 }
 
@@ -143,17 +147,23 @@ static void set_cpuid(struct vm *vm)
 		die("KVM_GET_SUPPORTED_CPUID");
 	for (nr = 0; nr < k->nent; nr++)
 		e[nr] = (struct vpmu_cpuid_entry){ k->entries[nr].function, k->entries[nr].index,
-			k->entries[nr].eax, k->entries[nr].ebx, k->entries[nr].ecx, k->entries[nr].edx };
+						   k->entries[nr].eax,	    k->entries[nr].ebx,
+						   k->entries[nr].ecx,	    k->entries[nr].edx };
 	if (vpmu_cpuid_patch(vm->pmu, e, &nr, 256) < 0)
 		die("vpmu_cpuid_patch");
 	for (size_t i = 0; i < nr; i++) {
-		uint32_t flags = i < k->nent ? k->entries[i].flags : KVM_CPUID_FLAG_SIGNIFCANT_INDEX;
+		uint32_t flags =
+			i < k->nent ? k->entries[i].flags : KVM_CPUID_FLAG_SIGNIFCANT_INDEX;
 
 		k->entries[i] = (struct kvm_cpuid_entry2){ .function = e[i].function,
-			.index = e[i].index, .flags = flags, .eax = e[i].eax, .ebx = e[i].ebx,
-			.ecx = e[i].ecx, .edx = e[i].edx };
+							   .index = e[i].index,
+							   .flags = flags,
+							   .eax = e[i].eax,
+							   .ebx = e[i].ebx,
+							   .ecx = e[i].ecx,
+							   .edx = e[i].edx };
 	}
-	k->nent = (uint32_t)nr;
+	k->nent = (uint32_t) nr;
 	if (ioctl(vm->cpu, KVM_SET_CPUID2, k) < 0)
 		die("KVM_SET_CPUID2");
 	free(k);
@@ -200,21 +210,21 @@ int main(void)
 		die("mmap");
 	memcpy(ram + CODE_ADDR, guest_code, sizeof(guest_code));
 	mem = (struct kvm_userspace_memory_region){ .memory_size = RAM_SIZE,
-		.userspace_addr = (uint64_t)(uintptr_t)ram };
+						    .userspace_addr = (uint64_t) (uintptr_t) ram };
 	if (ioctl(vm.fd, KVM_SET_USER_MEMORY_REGION, &mem) < 0)
 		die("KVM_SET_USER_MEMORY_REGION");
 	vm.cpu = ioctl(vm.fd, KVM_CREATE_VCPU, 0);
 	if (vm.cpu < 0)
 		die("KVM_CREATE_VCPU");
-	vm.run = mmap(NULL, (size_t)ioctl(vm.kvm, KVM_GET_VCPU_MMAP_SIZE, 0), PROT_READ | PROT_WRITE,
-		      MAP_SHARED, vm.cpu, 0);
+	vm.run = mmap(NULL, (size_t) ioctl(vm.kvm, KVM_GET_VCPU_MMAP_SIZE, 0),
+		      PROT_READ | PROT_WRITE, MAP_SHARED, vm.cpu, 0);
 	if (vm.run == MAP_FAILED)
 		die("mmap kvm_run");
 
 	/* 1. the vPMU of this vCPU */
 	vpmu_config_init(&cfg);
 	cfg.model = "Icelake-Server";
-	cfg.backend = VPMU_BACKEND_NONE;	/* a real VMM picks a host-counter backend */
+	cfg.backend = VPMU_BACKEND_NONE; /* a real VMM picks a host-counter backend */
 	cfg.pmi = on_pmi;
 	cfg.pmi_data = &vm;
 	if (vpmu_vcpu_new(&cfg, &vm.pmu) < 0) {
@@ -242,7 +252,7 @@ int main(void)
 		refresh_rdpmc_shadow(&vm);
 		if (ioctl(vm.cpu, KVM_RUN, 0) < 0) {
 			if (errno == EINTR)
-				continue;	/* a host counter's overflow signal */
+				continue; /* a host counter's overflow signal */
 			die("KVM_RUN");
 		}
 		switch (vm.run->exit_reason) {
@@ -258,13 +268,15 @@ int main(void)
 			break;
 		}
 		case KVM_EXIT_X86_WRMSR:
-			vm.run->msr.error = vpmu_msr_write(vm.pmu, vm.run->msr.index, vm.run->msr.data) < 0;
+			vm.run->msr.error =
+				vpmu_msr_write(vm.pmu, vm.run->msr.index, vm.run->msr.data) < 0;
 			break;
 		case KVM_EXIT_IO:
 			if (vm.run->io.port == 0xf4) {
-				printf("embed-kvm: guest programmed PERFEVTSEL0 and GLOBAL_CTRL through "
+				printf("embed-kvm: guest programmed PERFEVTSEL0 and GLOBAL_CTRL "
+				       "through "
 				       "libvpmu; it read PMC0 = %llu, GLOBAL_STATUS = %#llx\n",
-				       (unsigned long long)pmc0, (unsigned long long)status);
+				       (unsigned long long) pmc0, (unsigned long long) status);
 				vpmu_vcpu_free(vm.pmu);
 				return 0;
 			}

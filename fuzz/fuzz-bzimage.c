@@ -21,8 +21,8 @@
 #include "bzimage.h"
 #include "fuzz.h"
 
-#define MIB	(1ull << 20)
-#define CANARY	0x5a
+#define MIB    (1ull << 20)
+#define CANARY 0x5a
 
 static const uint64_t ram_sizes[8] = {
 	0, 2 * MIB, 2 * MIB + 1, 16 * MIB, 64 * MIB, 1ull << 30, 4ull << 30, 64ull << 30,
@@ -36,13 +36,21 @@ static void check_err(const char *err, size_t errlen)
 	CHECK(!memchr(err, '\n', n));
 }
 
-#define HDR_START	0x1f0
-#define HDR_LEN		0x80
-#define SETUP_SECTS	3
-#define IMG_MAX		(((SETUP_SECTS + 1) * 512) + 8192)
+#define HDR_START   0x1f0
+#define HDR_LEN	    0x80
+#define SETUP_SECTS 3
+#define IMG_MAX	    (((SETUP_SECTS + 1) * 512) + 8192)
 
-static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void put32(uint8_t *p, uint32_t v) { put16(p, (uint16_t)v); put16(p + 2, (uint16_t)(v >> 16)); }
+static void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t) v;
+	p[1] = (uint8_t) (v >> 8);
+}
+static void put32(uint8_t *p, uint32_t v)
+{
+	put16(p, (uint16_t) v);
+	put16(p + 2, (uint16_t) (v >> 16));
+}
 
 /* A good 64-bit bzImage (protocol 2.15, relocatable to 16 MiB), the input XORed over its header. */
 static size_t from_template(const uint8_t *in, size_t n, uint8_t *img)
@@ -106,8 +114,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(bz.header_end > BP_SETUP_SECTS && bz.header_end <= BP_SIZE && bz.header_end <= size);
 
 	ram = ram_sizes[knob & 7];
-	cmdline_len = (size_t)(knob >> 3 & 3) * 1500;
-	initrd_size = knob & 0x20 ? (uint32_t)size * 4096 : 0;
+	cmdline_len = (size_t) (knob >> 3 & 3) * 1500;
+	initrd_size = knob & 0x20 ? (uint32_t) size * 4096 : 0;
 	initrd_addr = knob & 0x40 ? 0x7fff0000u : 0x10000000u;
 	memset(zp, CANARY, sizeof(zp));
 	err[0] = 0;
@@ -123,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* what the loader then copies lands in RAM */
 	CHECK(bz.load_addr + span <= ram);
 	CHECK(cmdline_len <= bz.cmdline_size);
-	CHECK(!initrd_size || (uint64_t)initrd_addr + initrd_size - 1 <= bz.initrd_addr_max);
+	CHECK(!initrd_size || (uint64_t) initrd_addr + initrd_size - 1 <= bz.initrd_addr_max);
 	CHECK(zp[BP_TYPE_OF_LOADER] == 0xff && zp[BP_E820_ENTRIES] == 3);
 	CHECK(memcmp(zp + BP_HEADER, "HdrS", 4) == 0);
 	return 0;

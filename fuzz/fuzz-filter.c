@@ -19,12 +19,12 @@
 #include "vpmu/vpmu.h"
 #include "fuzz.h"
 
-#define ERR_MAX		256
-#define ANYTHREAD	(1ull << 21)
+#define ERR_MAX	  256
+#define ANYTHREAD (1ull << 21)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct vpmu_filter *f = (struct vpmu_filter *)&f;	/* not NULL: must be reset */
+	struct vpmu_filter *f = (struct vpmu_filter *) &f; /* not NULL: must be reset */
 	char err[ERR_MAX + 1];
 	size_t err_size = size ? data[size - 1] % (ERR_MAX + 1) : 0;
 	char *text = malloc(size + 1);
@@ -45,17 +45,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(len > 0 || err_size == 1);
 			CHECK(!memchr(err, '\n', len));
 		}
-		CHECK(err[err_size] == 'X' || !err_size);	/* nothing past the buffer */
+		CHECK(err[err_size] == 'X' || !err_size); /* nothing past the buffer */
 	} else {
 		CHECK(f != NULL);
 		for (uint64_t ev = 0; ev < 0x10000; ev += 0x0101) {
-			uint64_t sel = ev | 3ull << 16 | 1ull << 22;	/* USR OS EN */
+			uint64_t sel = ev | 3ull << 16 | 1ull << 22; /* USR OS EN */
 
-			(void)vpmu_filter_allows_gp(f, sel);
+			(void) vpmu_filter_allows_gp(f, sel);
 			CHECK(!vpmu_filter_allows_gp(f, sel | ANYTHREAD));
 		}
 		for (unsigned int i = 0; i < 64; i++)
-			(void)vpmu_filter_allows_fixed(f, i);
+			(void) vpmu_filter_allows_fixed(f, i);
 		vpmu_filter_free(f);
 	}
 	free(text);

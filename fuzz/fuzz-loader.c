@@ -27,19 +27,19 @@
 #include "loader.h"
 #include "fuzz.h"
 
-#define PAGE		4096UL
-#define CANARY		0xA5
-#define ERR_SLACK	16
+#define PAGE	  4096UL
+#define CANARY	  0xA5
+#define ERR_SLACK 16
 
 /* Small enough to snapshot per run; odd sizes exercise the non-page-multiple paths. */
 static const uint64_t ram_sizes[4] = { 0x10000, 0x100123, 0x200000, 0x401000 };
 static const size_t err_lens[8] = { 0, 1, 2, 7, 16, 64, 256, 512 };
 
 struct region {
-	uint8_t *map;		/* guard | canary + RAM | guard */
+	uint8_t *map; /* guard | canary + RAM | guard */
 	size_t map_len;
 	struct vmm_ram ram;
-	size_t canary_len;	/* bytes between the low guard page and ram.base */
+	size_t canary_len; /* bytes between the low guard page and ram.base */
 };
 
 static struct region regions[4];
@@ -147,7 +147,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	check_canary(r);
 	for (size_t i = errlen; i < errlen + ERR_SLACK; i++)
-		CHECK((uint8_t)err[i] == 0x5A);
+		CHECK((uint8_t) err[i] == 0x5A);
 	if (errlen)
 		CHECK(memchr(err, 0, errlen));
 	if (rc) {

@@ -27,7 +27,7 @@ static void on_pmi(void *data, struct vpmu_vcpu *vcpu)
 	pmis++;
 	/* what a PMI handler may call back */
 	vpmu_pmi_delivered(vcpu);
-	(void)vpmu_stats_read(vcpu, &st);
+	(void) vpmu_stats_read(vcpu, &st);
 }
 
 static uint32_t msrs[512];
@@ -70,9 +70,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	vpmu_config_init(&cfg);
 	cfg.model = vpmu_model_name(data[0] % vpmu_model_count());
 	cfg.flags = data[1] & 7;
-	cfg.nr_gp = (int)(data[2] % 10) - 1;
-	cfg.nr_fixed = (int)(data[3] % 6) - 1;
-	cfg.version = (int)(data[4] % 8) - 1;
+	cfg.nr_gp = (int) (data[2] % 10) - 1;
+	cfg.nr_fixed = (int) (data[3] % 6) - 1;
+	cfg.version = (int) (data[4] % 8) - 1;
 	cfg.backend = data[1] & 8 ? VPMU_BACKEND_NONE : VPMU_BACKEND_EXACT;
 	cfg.pmi = on_pmi;
 	if (vpmu_vcpu_new(&cfg, &v) < 0)
@@ -92,7 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (data[1] & 0x80)
 			msr = msrs[data[1] % n];
 		else
-			msr = (uint32_t)(val >> 32) % 0x2000;
+			msr = (uint32_t) (val >> 32) % 0x2000;
 
 		switch (data[0] % 11) {
 		case 0:
@@ -114,13 +114,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			}
 			break;
 		case 5:
-			r = vpmu_rdpmc(v, (uint32_t)val, &val);
+			r = vpmu_rdpmc(v, (uint32_t) val, &val);
 			CHECK(r == 0 || r == -EINVAL);
 			break;
 		case 6: {
 			struct vpmu_cpuid_entry e;
 
-			r = vpmu_cpuid(v, (uint32_t)val & 0x3f, (uint32_t)(val >> 32) & 7, &e);
+			r = vpmu_cpuid(v, (uint32_t) val & 0x3f, (uint32_t) (val >> 32) & 7, &e);
 			CHECK(r == 0 || r == -ENOENT);
 			break;
 		}

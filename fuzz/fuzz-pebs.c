@@ -16,8 +16,8 @@
 #include "vpmu/vpmu.h"
 #include "fuzz.h"
 
-#define RAM_SIZE	(1u << 20)
-#define PAGE		4096u
+#define RAM_SIZE (1u << 20)
+#define PAGE	 4096u
 
 static uint8_t *ram;
 static struct vpmu_guest_regs regs;
@@ -42,8 +42,8 @@ static void setup_ram(void)
 
 /* The PEBS-related MSRs an input can write (index taken modulo). */
 static const uint32_t msrs[] = {
-	0x600, 0x3f1, 0x3f2, 0x3f4, 0x3f5, 0x186, 0x187, 0x4c1, 0x4c2, 0x309, 0x38d,
-	0x38f, 0x1d9, 0x1903, 0x1907, 0x1983, 0x390, 0x391, 0x1c9, 0x1c8,
+	0x600, 0x3f1, 0x3f2, 0x3f4,  0x3f5,  0x186,  0x187, 0x4c1, 0x4c2, 0x309,
+	0x38d, 0x38f, 0x1d9, 0x1903, 0x1907, 0x1983, 0x390, 0x391, 0x1c9, 0x1c8,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -73,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		   (data[1] & 8 ? 1u << 21 : 0) | (data[1] & 16 ? 1u << 4 : 0);
 	regs.efer = data[1] & 32 ? (1u << 8) | (1u << 10) : 0;
 	regs.efer |= data[1] & 64 ? 1u << 11 : 0;
-	regs.cr3 = (uint64_t)data[2] * PAGE;
+	regs.cr3 = (uint64_t) data[2] * PAGE;
 	regs.long_mode = data[1] & 32;
 	regs.sse = data[1] & 128;
 	regs.rip = 0x1000;
@@ -93,8 +93,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	vpmu_vcpu_sync(v);
 	for (unsigned int k = 0; k < 4; k++) {
 		struct vpmu_exact_counts c = {
-			.instructions = 1ULL << (4 * k), .cycles = 1ULL << (4 * k),
-			.last_ip = 0x1000 + k, .last_dla = 0x2000, .cpl = k & 3,
+			.instructions = 1ULL << (4 * k),
+			.cycles = 1ULL << (4 * k),
+			.last_ip = 0x1000 + k,
+			.last_dla = 0x2000,
+			.cpl = k & 3,
 		};
 
 		vpmu_exact_feed(v, &c);

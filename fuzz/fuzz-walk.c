@@ -28,37 +28,37 @@
 #include "walk.h"
 #include "fuzz.h"
 
-#define REGION_MAX	(32 * 1024)
-#define SLACK		4096
-#define AREA		(SLACK + REGION_MAX)	/* canaries, then the region */
-#define CANARY		0xa5
-#define MAX_LEN		0xffff
-#define MAX_PIECES	(MAX_LEN / 4096 + 2)
-#define ACCESS_SIZE	12
-#define HEADER_SIZE	33
+#define REGION_MAX  (32 * 1024)
+#define SLACK	    4096
+#define AREA	    (SLACK + REGION_MAX) /* canaries, then the region */
+#define CANARY	    0xa5
+#define MAX_LEN	    0xffff
+#define MAX_PIECES  (MAX_LEN / 4096 + 2)
+#define ACCESS_SIZE 12
+#define HEADER_SIZE 33
 
 static const uint64_t region_gpa[2] = { 0, 0x40000 };
 
-static uint8_t *area[2];			/* AREA bytes, a PROT_NONE page after */
+static uint8_t *area[2]; /* AREA bytes, a PROT_NONE page after */
 static uint8_t snap[2][AREA], expect[2][AREA], scratch[2][REGION_MAX];
 static uint8_t src[MAX_LEN], dst[MAX_LEN], want[MAX_LEN], canaries[AREA];
 
 static struct guest_region regs[2], scratch_regs[2];
 static struct guest_mem mem, scratch_mem;
 
-#define check(cond)                                                                        \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			fprintf(stderr, "fuzz-walk: %s:%d: invariant broken: %s\n",       \
-				__FILE__, __LINE__, #cond);                                \
-			abort();                                                           \
-		}                                                                          \
+#define check(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "fuzz-walk: %s:%d: invariant broken: %s\n", __FILE__,      \
+				__LINE__, #cond);                                                  \
+			abort();                                                                   \
+		}                                                                                  \
 	} while (0)
 
 static void setup_once(void)
 {
 	long page = sysconf(_SC_PAGESIZE);
-	size_t span = (size_t)page + 2 * (AREA + (size_t)page);
+	size_t span = (size_t) page + 2 * (AREA + (size_t) page);
 	uint8_t *base;
 
 	if (area[0])
@@ -67,14 +67,14 @@ static void setup_once(void)
 	/* guard | area 0 | guard | area 1 | guard */
 	base = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	check(base != MAP_FAILED);
-	check(!mprotect(base, (size_t)page, PROT_NONE));
+	check(!mprotect(base, (size_t) page, PROT_NONE));
 	area[0] = base + page;
 	area[1] = area[0] + AREA + page;
-	check(!mprotect(area[0] + AREA, (size_t)page, PROT_NONE));
-	check(!mprotect(area[1] + AREA, (size_t)page, PROT_NONE));
+	check(!mprotect(area[0] + AREA, (size_t) page, PROT_NONE));
+	check(!mprotect(area[1] + AREA, (size_t) page, PROT_NONE));
 	memset(canaries, CANARY, sizeof(canaries));
 	for (size_t k = 0; k < MAX_LEN; k++)
-		src[k] = (uint8_t)(k * 131 + 7);
+		src[k] = (uint8_t) (k * 131 + 7);
 }
 
 static uint64_t get_le64(const uint8_t *p)
@@ -103,7 +103,7 @@ static void locate(const uint8_t *hva, int *ret_i, size_t *ret_off)
 	for (int i = 0; i < 2; i++) {
 		if (hva >= area[i] && hva < area[i] + AREA) {
 			*ret_i = i;
-			*ret_off = (size_t)(hva - area[i]);
+			*ret_off = (size_t) (hva - area[i]);
 			return;
 		}
 	}
@@ -227,7 +227,8 @@ static bool ad_set_in_pdptes(const struct walk_paging *p)
 		size_t k0 = AREA - regs[i].size;
 
 		for (uint64_t g = pdpt; g < pdpt + 32; g++)
-			if (g >= base && g < end && snap[i][k0 + (g - base)] != area[i][k0 + (g - base)])
+			if (g >= base && g < end &&
+			    snap[i][k0 + (g - base)] != area[i][k0 + (g - base)])
 				return true;
 	}
 	return false;
@@ -311,13 +312,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(regs[0].hva, data + HEADER_SIZE + nr * ACCESS_SIZE, size0);
 	memcpy(regs[1].hva, data + HEADER_SIZE + nr * ACCESS_SIZE + size0, size1);
 	/* an empty region 0 is no region at all */
-	mem = (struct guest_mem){ size0 ? regs : regs + 1, (size_t)!!size0 + !!size1 };
+	mem = (struct guest_mem){ size0 ? regs : regs + 1, (size_t) !!size0 + !!size1 };
 	scratch_mem = (struct guest_mem){ size0 ? scratch_regs : scratch_regs + 1, mem.nr };
 
 	for (unsigned int i = 0; i < nr; i++) {
 		const uint8_t *a = data + HEADER_SIZE + i * ACCESS_SIZE;
 		uint64_t gla = get_le64(a);
-		size_t len = (size_t)a[8] | (size_t)a[9] << 8;
+		size_t len = (size_t) a[8] | (size_t) a[9] << 8;
 		unsigned int flags = a[10] & 0x1f;
 
 		switch (a[11] % 3) {

@@ -10,10 +10,10 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* A broken contract is a finding: abort, which libFuzzer reports with the input. */
-#define CHECK(c)			\
-	do {				\
-		if (!(c))		\
-			abort();	\
+#define CHECK(c)                                                                                   \
+	do {                                                                                       \
+		if (!(c))                                                                          \
+			abort();                                                                   \
 	} while (0)
 
 #endif

@@ -79,7 +79,7 @@ uint64_t evtsel_encode(const struct vpmu_event_desc *ev, const struct evtsel_mod
 		v |= ARCH_PERFMON_EVENTSEL_INV;
 	if (mods->cmask >= 0)
 		v = (v & ~ARCH_PERFMON_EVENTSEL_CMASK) |
-		    FIELD_PREP(ARCH_PERFMON_EVENTSEL_CMASK, (unsigned int)mods->cmask);
+		    FIELD_PREP(ARCH_PERFMON_EVENTSEL_CMASK, (unsigned int) mods->cmask);
 	return v;
 }
 

@@ -15,10 +15,10 @@
 
 /* A model and what its event selects have, from the library's own tables. */
 struct evtsel_model {
-	const struct vpmu_model *model;		/* canonical name in model->name */
-	const struct vpmu_event_table *events;	/* NULL: no catalogue */
-	bool adaptive, eq, umask2;		/* bit 34, bit 36, bits 47:40 exist */
-	struct vpmu_vcpu *vcpu;			/* for the WRMSR probe */
+	const struct vpmu_model *model;	       /* canonical name in model->name */
+	const struct vpmu_event_table *events; /* NULL: no catalogue */
+	bool adaptive, eq, umask2;	       /* bit 34, bit 36, bits 47:40 exist */
+	struct vpmu_vcpu *vcpu;		       /* for the WRMSR probe */
 };
 
 /* -ENOENT: no such model; -ENOMEM or another vpmu_vcpu_new error. */
@@ -37,12 +37,12 @@ int evtsel_reserved(struct evtsel_model *m, uint64_t value, uint64_t *ret_mask, 
 #define EVTSEL_MOD_USR	(1u << 0)
 #define EVTSEL_MOD_OS	(1u << 1)
 #define EVTSEL_MOD_INT	(1u << 2)
-#define EVTSEL_MOD_EDGE	(1u << 3)
+#define EVTSEL_MOD_EDGE (1u << 3)
 #define EVTSEL_MOD_INV	(1u << 4)
 
 struct evtsel_mods {
-	unsigned int flags;	/* EVTSEL_MOD_*; neither USR nor OS means both */
-	int cmask;		/* -1: the event's own */
+	unsigned int flags; /* EVTSEL_MOD_*; neither USR nor OS means both */
+	int cmask;	    /* -1: the event's own */
 };
 
 /* The full IA32_PERFEVTSELx value: the event's encoding, the modifiers, EN. */

@@ -18,13 +18,13 @@ static uint64_t get64(const uint8_t *p)
 	uint64_t v = 0;
 
 	for (unsigned int i = 0; i < 8; i++)
-		v |= (uint64_t)p[i] << (8 * i);
+		v |= (uint64_t) p[i] << (8 * i);
 	return v;
 }
 
 static uint32_t get32(const uint8_t *p)
 {
-	return (uint32_t)(get64(p) & 0xffffffffULL);
+	return (uint32_t) (get64(p) & 0xffffffffULL);
 }
 
 /* A cursor over one record: every take() is checked against its end. */
@@ -62,7 +62,7 @@ static void get_lbrs(const uint8_t *l, unsigned int n, struct pebs_decoded *d)
 {
 	d->nr_lbr = n;
 	for (unsigned int i = 0; i < n; i++) {
-		const uint8_t *e = l + (size_t)i * PEBS_LBR_ENTRY_SIZE;
+		const uint8_t *e = l + (size_t) i * PEBS_LBR_ENTRY_SIZE;
 
 		d->lbr[i].from = get64(e + PEBS_LBR_FROM);
 		d->lbr[i].to = get64(e + PEBS_LBR_TO);
@@ -88,13 +88,13 @@ static int get_cntr_group(struct cursor *c, struct pebs_decoded *d, const char *
 		*why = "counters group names a fixed counter above 15";
 		return -EINVAL;
 	}
-	if (d->metrics_mask & ~(uint32_t)PEBS_CNTR_METRICS_ALL) {
+	if (d->metrics_mask & ~(uint32_t) PEBS_CNTR_METRICS_ALL) {
 		*why = "counters group metrics bit vector has reserved bits set";
 		return -EINVAL;
 	}
-	n = (unsigned int)(__builtin_popcount(d->pmc_mask) + __builtin_popcount(d->fixed_mask) +
-			   __builtin_popcount(d->metrics_mask));
-	v = take(c, 8 * (size_t)n);
+	n = (unsigned int) (__builtin_popcount(d->pmc_mask) + __builtin_popcount(d->fixed_mask) +
+			    __builtin_popcount(d->metrics_mask));
+	v = take(c, 8 * (size_t) n);
 	if (!v) {
 		*why = "counters group values run past the record size";
 		return -EINVAL;
@@ -177,7 +177,7 @@ static int decode_adaptive(const struct pebs_decode_info *info, const uint8_t *b
 		return -EMSGSIZE;
 	}
 	q = get64(buf + PEBS_BASIC_FORMAT);
-	size = (size_t)FIELD_GET(PEBS_BASIC_RECORD_SIZE, q);
+	size = (size_t) FIELD_GET(PEBS_BASIC_RECORD_SIZE, q);
 	if (size < PEBS_BASIC_SIZE) {
 		*why = "Record Size is smaller than the Basic group";
 		return -EINVAL;
@@ -229,13 +229,13 @@ static int decode_adaptive(const struct pebs_decode_info *info, const uint8_t *b
 	}
 	if (rf & PEBS_DATACFG_LBRS) {
 		/* DATA_CFG[31:24] + 1 entries: at most 256, the format allows 32 */
-		unsigned int n = (unsigned int)FIELD_GET(PEBS_DATACFG_LBR_ENTRIES, rf) + 1;
+		unsigned int n = (unsigned int) FIELD_GET(PEBS_DATACFG_LBR_ENTRIES, rf) + 1;
 
 		if (n > PEBS_LBR_MAX_ENTRIES) {
 			*why = "LBR group with more than 32 entries";
 			return -EINVAL;
 		}
-		if (!(g = take(&c, (size_t)n * PEBS_LBR_ENTRY_SIZE)))
+		if (!(g = take(&c, (size_t) n * PEBS_LBR_ENTRY_SIZE)))
 			goto short_record;
 		get_lbrs(g, n, d);
 		d->groups |= PEBS_DEC_LBRS;
@@ -257,10 +257,10 @@ short_record:
 	return -EINVAL;
 }
 
-#define ARCH_HDR_KNOWN (ARCH_PEBS_HDR_RECORD_SIZE | ARCH_PEBS_HDR_64BIT_MODE | \
-			ARCH_PEBS_HDR_CONTINUED | ARCH_PEBS_CNTR_GP | ARCH_PEBS_CNTR_FIXED | \
-			ARCH_PEBS_CNTR_METRICS | ARCH_PEBS_HDR_LBR | ARCH_PEBS_HDR_XMM | \
-			ARCH_PEBS_HDR_GPR | ARCH_PEBS_HDR_AUX | ARCH_PEBS_HDR_BASIC)
+#define ARCH_HDR_KNOWN                                                                             \
+	(ARCH_PEBS_HDR_RECORD_SIZE | ARCH_PEBS_HDR_64BIT_MODE | ARCH_PEBS_HDR_CONTINUED |          \
+	 ARCH_PEBS_CNTR_GP | ARCH_PEBS_CNTR_FIXED | ARCH_PEBS_CNTR_METRICS | ARCH_PEBS_HDR_LBR |   \
+	 ARCH_PEBS_HDR_XMM | ARCH_PEBS_HDR_GPR | ARCH_PEBS_HDR_AUX | ARCH_PEBS_HDR_BASIC)
 
 static int decode_arch(const uint8_t *buf, size_t len, struct pebs_decoded *d, const char **why)
 {
@@ -274,7 +274,7 @@ static int decode_arch(const uint8_t *buf, size_t len, struct pebs_decoded *d, c
 		return -EMSGSIZE;
 	}
 	h = get64(buf + ARCH_PEBS_HDR_FORMAT);
-	size = (size_t)FIELD_GET(ARCH_PEBS_HDR_RECORD_SIZE, h);
+	size = (size_t) FIELD_GET(ARCH_PEBS_HDR_RECORD_SIZE, h);
 	if (size < ARCH_PEBS_HDR_SIZE || size % ARCH_PEBS_ALIGN) {
 		*why = "header record size is not a multiple of 16 of at least 16";
 		return -EINVAL;
@@ -336,7 +336,7 @@ static int decode_arch(const uint8_t *buf, size_t len, struct pebs_decoded *d, c
 		d->groups |= PEBS_DEC_XMMS;
 	}
 	if (h & ARCH_PEBS_HDR_LBR) {
-		unsigned int sel = (unsigned int)FIELD_GET(ARCH_PEBS_HDR_LBR, h);
+		unsigned int sel = (unsigned int) FIELD_GET(ARCH_PEBS_HDR_LBR, h);
 		uint64_t depth;
 
 		if (!(g = take(&c, ARCH_PEBS_LBR_HDR_SIZE)))
@@ -353,9 +353,9 @@ static int decode_arch(const uint8_t *buf, size_t len, struct pebs_decoded *d, c
 		d->ler.from = get64(g + ARCH_PEBS_LBR_LER_FROM);
 		d->ler.to = get64(g + ARCH_PEBS_LBR_LER_TO);
 		d->ler.info = get64(g + ARCH_PEBS_LBR_LER_INFO);
-		if (!(g = take(&c, (size_t)depth * PEBS_LBR_ENTRY_SIZE)))
+		if (!(g = take(&c, (size_t) depth * PEBS_LBR_ENTRY_SIZE)))
 			goto short_record;
-		get_lbrs(g, (unsigned int)depth, d);
+		get_lbrs(g, (unsigned int) depth, d);
 		d->groups |= PEBS_DEC_LBRS;
 	}
 	if (h & ARCH_PEBS_HDR_CNTR) {

@@ -34,12 +34,15 @@ static void usage(FILE *f)
 		"Usage: %s [OPTIONS] COMMAND [ARGS]\n"
 		"\n"
 		"Commands:\n"
-		"  list [PATTERN]    catalogue events whose name contains PATTERN (case-insensitive;\n"
+		"  list [PATTERN]    catalogue events whose name contains PATTERN "
+		"(case-insensitive;\n"
 		"                    a PATTERN with * ? [ is a glob on the whole name); exit 1 if\n"
 		"                    none matches\n"
-		"  decode VALUE...   the fields of IA32_PERFEVTSELx values, their catalogue event, and\n"
+		"  decode VALUE...   the fields of IA32_PERFEVTSELx values, their catalogue event, "
+		"and\n"
 		"                    the bits the model reserves (a guest WRMSR of them gets #GP)\n"
-		"  encode NAME...    the IA32_PERFEVTSELx value of catalogue events (default USR|OS|EN)\n"
+		"  encode NAME...    the IA32_PERFEVTSELx value of catalogue events (default "
+		"USR|OS|EN)\n"
 		"  models            the guest CPU models and whether they have a catalogue\n"
 		"\n"
 		"Options:\n"
@@ -66,14 +69,14 @@ static void json_str(const char *s)
 {
 	putchar('"');
 	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+		unsigned char c = (unsigned char) *s;
 
 		if (c == '"' || c == '\\')
 			printf("\\%c", c);
 		else if (c < 0x20)
 			printf("\\u%04x", c);
 		else
-			putchar(c);	/* UTF-8 passes through */
+			putchar(c); /* UTF-8 passes through */
 	}
 	putchar('"');
 }
@@ -104,14 +107,14 @@ static void bits_text(uint64_t mask, char *out, size_t n)
 			w = snprintf(out + off, n - off, "%s%u", off ? ", " : "", b);
 		else
 			w = snprintf(out + off, n - off, "%s%u-%u", off ? ", " : "", b, e);
-		if (w < 0 || (size_t)w >= n - off)
+		if (w < 0 || (size_t) w >= n - off)
 			return;
-		off += (size_t)w;
+		off += (size_t) w;
 		if (name) {
 			w = snprintf(out + off, n - off, " (%s)", name);
-			if (w < 0 || (size_t)w >= n - off)
+			if (w < 0 || (size_t) w >= n - off)
 				return;
-			off += (size_t)w;
+			off += (size_t) w;
 		}
 		b = e;
 	}
@@ -130,8 +133,8 @@ static bool matches(const char *pattern, const char *name)
 
 static int no_catalogue(const struct evtsel_model *m)
 {
-	fprintf(stderr, "%s: model %s has no event catalogue (only Skylake-Server has one)\n",
-		prog, m->model->name);
+	fprintf(stderr, "%s: model %s has no event catalogue (only Skylake-Server has one)\n", prog,
+		m->model->name);
 	return 1;
 }
 
@@ -242,14 +245,14 @@ static int decode_one(struct evtsel_model *m, const char *arg)
 	}
 	r = evtsel_reserved(m, v, &reserved, &gp);
 	if (r < 0) {
-		fprintf(stderr, "%s: the library refused a probe write of 0x%" PRIx64 ": %s\n", prog,
-			v, strerror(-r));
+		fprintf(stderr, "%s: the library refused a probe write of 0x%" PRIx64 ": %s\n",
+			prog, v, strerror(-r));
 		return 1;
 	}
 	ev = m->events ? vpmu_event_decode(m->events, v) : NULL;
 	bits_text(reserved, rtext, sizeof(rtext));
 
-#define F(mask) ((unsigned int)FIELD_GET(mask, v))
+#define F(mask) ((unsigned int) FIELD_GET(mask, v))
 	if (opt.json) {
 		printf("{\"model\":");
 		json_str(m->model->name);
@@ -371,7 +374,8 @@ static int cmd_encode(struct evtsel_model *m, int argc, char **argv)
 		int r = evtsel_reserved(m, v, &reserved, &gp);
 
 		if (r < 0) {
-			fprintf(stderr, "%s: the library refused a probe write of 0x%" PRIx64 ": %s\n",
+			fprintf(stderr,
+				"%s: the library refused a probe write of 0x%" PRIx64 ": %s\n",
 				prog, v, strerror(-r));
 			return 1;
 		}
@@ -398,8 +402,9 @@ static int cmd_encode(struct evtsel_model *m, int argc, char **argv)
 		if (ev->aux_msr)
 			printf("  also write MSR 0x%x = 0x%" PRIx32 " (%s)\n", ev->aux_msr,
 			       ev->aux_value,
-			       ev->aux_msr == MSR_PEBS_LD_LAT_THRESHOLD ? "MSR_PEBS_LD_LAT_THRESHOLD"
-									: "MSR_PEBS_FRONTEND");
+			       ev->aux_msr == MSR_PEBS_LD_LAT_THRESHOLD
+				       ? "MSR_PEBS_LD_LAT_THRESHOLD"
+				       : "MSR_PEBS_FRONTEND");
 		if (reserved) {
 			bits_text(reserved, rtext, sizeof(rtext));
 			printf("  RESERVED bits %s on %s: a guest WRMSR of this value gets #GP\n",
@@ -441,9 +446,9 @@ static void list_models(char *out, size_t n)
 	for (size_t i = 0; i < vpmu_model_count(); i++) {
 		int w = snprintf(out + off, n - off, "%s%s", i ? ", " : "", vpmu_model_name(i));
 
-		if (w < 0 || (size_t)w >= n - off)
+		if (w < 0 || (size_t) w >= n - off)
 			return;
-		off += (size_t)w;
+		off += (size_t) w;
 	}
 }
 
@@ -503,11 +508,12 @@ int main(int argc, char **argv)
 			break;
 		case O_CMASK:
 			if (parse_u64(optarg, &cmask) < 0 || cmask > 255) {
-				fprintf(stderr, "%s: --cmask takes a number from 0 to 255, not '%s'\n",
+				fprintf(stderr,
+					"%s: --cmask takes a number from 0 to 255, not '%s'\n",
 					prog, optarg);
 				return 1;
 			}
-			opt.mods.cmask = (int)cmask;
+			opt.mods.cmask = (int) cmask;
 			opt.any_mod = true;
 			break;
 		case 'h':
@@ -523,8 +529,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "%s: missing command: list, decode, encode or models (try --help)\n",
-			prog);
+		fprintf(stderr,
+			"%s: missing command: list, decode, encode or models (try --help)\n", prog);
 		return 1;
 	}
 	cmd = argv[optind++];

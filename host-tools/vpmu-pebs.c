@@ -29,13 +29,13 @@
 #include "pebs-dump.h"
 
 /* Far above any PEBS buffer a guest can have (arch PEBS: 4 KiB << 15). */
-#define MAX_FILE_SIZE	(1ULL << 30)
+#define MAX_FILE_SIZE (1ULL << 30)
 
 static const char *prog = "vpmu-pebs";
 
 static const char *const gpr_names[PEBS_NR_GPRS] = {
 	"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
-	"r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",
+	"r8",  "r9",  "r10", "r11", "r12", "r13", "r14", "r15",
 };
 
 static void usage(FILE *f)
@@ -58,18 +58,18 @@ static uint64_t le64(const uint8_t *p)
 	uint64_t v = 0;
 
 	for (unsigned int i = 0; i < 8; i++)
-		v |= (uint64_t)p[i] << (8 * i);
+		v |= (uint64_t) p[i] << (8 * i);
 	return v;
 }
 
 static uint32_t le32(const uint8_t *p)
 {
-	return (uint32_t)(le64(p) & 0xffffffffULL);
+	return (uint32_t) (le64(p) & 0xffffffffULL);
 }
 
 struct dump {
 	const char *path;
-	char model[sizeof(((struct vpmu_pebs_dump_header *)0)->model)];
+	char model[sizeof(((struct vpmu_pebs_dump_header *) 0)->model)];
 	uint32_t version, header_size;
 	uint64_t perf_capabilities, pebs_enable, data_cfg, ds_area, pebs_base, pebs_index,
 		pebs_threshold, records_len;
@@ -77,7 +77,7 @@ struct dump {
 	const uint8_t *records;
 };
 
-#define HDR(field)	offsetof(struct vpmu_pebs_dump_header, field)
+#define HDR(field) offsetof(struct vpmu_pebs_dump_header, field)
 
 /* Whole-file read; returns NULL after printing the one error line. */
 static uint8_t *read_file(const char *path, size_t *ret_len)
@@ -177,7 +177,7 @@ static int parse_header(struct dump *d, const uint8_t *buf, size_t len)
 			prog, p, d->records_len, len - d->header_size);
 		return -1;
 	}
-	fmt = (unsigned int)FIELD_GET(PERF_CAP_PEBS_FORMAT, d->perf_capabilities);
+	fmt = (unsigned int) FIELD_GET(PERF_CAP_PEBS_FORMAT, d->perf_capabilities);
 	if (fmt < 3 || (fmt > 6 && fmt != PEBS_FMT_ARCH)) {
 		fprintf(stderr,
 			"%s: %s: PEBS format %u is not supported (decoded: 3, 4-6, 0xf "
@@ -204,8 +204,9 @@ static void xmm_hex(const uint8_t x[16], char out[35])
 
 static void group_names(const struct pebs_decoded *r, char *out, size_t n)
 {
-	static const char *const names[] = { "basic", "meminfo", "gprs", "xmms", "lbrs",
-					     "counters" };
+	static const char *const names[] = {
+		"basic", "meminfo", "gprs", "xmms", "lbrs", "counters"
+	};
 	size_t off = 0;
 
 	out[0] = '\0';
@@ -213,9 +214,9 @@ static void group_names(const struct pebs_decoded *r, char *out, size_t n)
 		if (r->groups & (1u << i)) {
 			int w = snprintf(out + off, n - off, "%s%s", off ? " " : "", names[i]);
 
-			if (w < 0 || (size_t)w >= n - off)
+			if (w < 0 || (size_t) w >= n - off)
 				return;
-			off += (size_t)w;
+			off += (size_t) w;
 		}
 }
 
@@ -241,8 +242,8 @@ static void print_text_record(const struct dump *d, size_t idx, size_t off,
 			printf("  retire latency not valid\n");
 	}
 	if (r->groups & PEBS_DEC_MEMINFO)
-		printf("  memory         dla 0x%" PRIx64 " data_src 0x%" PRIx64 " latency 0x%" PRIx64
-		       " tsx 0x%" PRIx64 "\n",
+		printf("  memory         dla 0x%" PRIx64 " data_src 0x%" PRIx64
+		       " latency 0x%" PRIx64 " tsx 0x%" PRIx64 "\n",
 		       r->dla, r->data_src, r->latency, r->tsx);
 	if (r->groups & PEBS_DEC_GPRS) {
 		printf("  rip 0x%016" PRIx64 "  rflags 0x%016" PRIx64 "\n", r->ip, r->rflags);
@@ -290,7 +291,7 @@ static void json_str(const char *s)
 {
 	putchar('"');
 	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+		unsigned char c = (unsigned char) *s;
 
 		if (c == '"' || c == '\\')
 			printf("\\%c", c);
@@ -319,8 +320,9 @@ static void json_lbr(const struct pebs_lbr_entry *e)
 static void print_json_record(const struct dump *d, size_t idx, size_t off,
 			      const struct pebs_decoded *r)
 {
-	static const char *const names[] = { "basic", "meminfo", "gprs", "xmms", "lbrs",
-					     "counters" };
+	static const char *const names[] = {
+		"basic", "meminfo", "gprs", "xmms", "lbrs", "counters"
+	};
 	bool first = true;
 	char x[35];
 
@@ -499,7 +501,7 @@ int main(int argc, char **argv)
 	}
 	print_header(&d, json);
 	while (off < d.records_len) {
-		r = pebs_decode_record(&d.info, d.records + off, (size_t)d.records_len - off, rec,
+		r = pebs_decode_record(&d.info, d.records + off, (size_t) d.records_len - off, rec,
 				       &why);
 		if (r < 0)
 			break;
@@ -528,7 +530,7 @@ int main(int argc, char **argv)
 		fprintf(stderr,
 			"%s: %s: record %zu at +0x%zx: %s; stopped after %zu records, %zu bytes "
 			"not decoded\n",
-			prog, d.path, idx, off, why, idx, (size_t)d.records_len - off);
+			prog, d.path, idx, off, why, idx, (size_t) d.records_len - off);
 	free(rec);
 	free(buf);
 	return r < 0 ? 1 : 0;

@@ -34,7 +34,7 @@
 static const struct msr_name {
 	const char *name;
 	uint32_t msr;
-	unsigned int count;	/* a numbered family: NAME0..NAME(count-1) */
+	unsigned int count; /* a numbered family: NAME0..NAME(count-1) */
 } msr_names[] = {
 	{ "IA32_PMC", 0xc1, 8 },
 	{ "IA32_PERFEVTSEL", 0x186, 8 },
@@ -109,10 +109,10 @@ static uint32_t parse_msr(const char *s)
 		if (!n->count && !s[len])
 			return n->msr;
 		if (n->count && s[len] >= '0' && s[len] <= '9' && !s[len + 1] &&
-		    (unsigned int)(s[len] - '0') < n->count)
-			return n->msr + (uint32_t)(s[len] - '0');
+		    (unsigned int) (s[len] - '0') < n->count)
+			return n->msr + (uint32_t) (s[len] - '0');
 	}
-	return (uint32_t)parse_num(s);
+	return (uint32_t) parse_num(s);
 }
 
 static const char *msr_label(uint32_t msr, char *buf, size_t size)
@@ -136,10 +136,14 @@ static const char *msr_label(uint32_t msr, char *buf, size_t size)
 static const char *result(int r)
 {
 	switch (r) {
-	case 0:		return "ok";
-	case -EINVAL:	return "#GP (refused by the model)";
-	case -ENXIO:	return "#GP (the model has no such MSR)";
-	case -ENOENT:	return "not a PMU MSR";
+	case 0:
+		return "ok";
+	case -EINVAL:
+		return "#GP (refused by the model)";
+	case -ENXIO:
+		return "#GP (the model has no such MSR)";
+	case -ENOENT:
+		return "not a PMU MSR";
 	}
 	return strerror(-r);
 }
@@ -157,11 +161,11 @@ static struct vpmu_vcpu *make_vcpu(char **tok, int n)
 	cfg.model = tok[1];
 	for (int i = 2; i < n; i++) {
 		if (!strncmp(tok[i], "version=", 8))
-			cfg.version = (int)parse_num(tok[i] + 8);
+			cfg.version = (int) parse_num(tok[i] + 8);
 		else if (!strncmp(tok[i], "gp=", 3))
-			cfg.nr_gp = (int)parse_num(tok[i] + 3);
+			cfg.nr_gp = (int) parse_num(tok[i] + 3);
 		else if (!strncmp(tok[i], "fixed=", 6))
-			cfg.nr_fixed = (int)parse_num(tok[i] + 6);
+			cfg.nr_fixed = (int) parse_num(tok[i] + 6);
 		else if (!strcmp(tok[i], "nopebs"))
 			cfg.flags |= VPMU_CONFIG_NO_PEBS;
 		else if (!strcmp(tok[i], "nolbr"))
@@ -193,7 +197,7 @@ static void retire(struct vpmu_vcpu *v, char **tok, int n)
 		*eq = 0;
 		val = parse_num(eq + 1);
 		if (!strcmp(tok[i], "cpl"))
-			c.cpl = (unsigned int)val;
+			c.cpl = (unsigned int) val;
 		else if (!strcmp(tok[i], "cycles"))
 			c.cycles = val, cycles_given = true;
 		else if (!strcmp(tok[i], "branches"))
@@ -240,7 +244,8 @@ static int play(FILE *in)
 			printf("%s", line + (line[4] == ' ' ? 5 : 4));
 			continue;
 		}
-		for (char *t = strtok_r(line, " \t\n", &save); t && n < 16; t = strtok_r(NULL, " \t\n", &save))
+		for (char *t = strtok_r(line, " \t\n", &save); t && n < 16;
+		     t = strtok_r(NULL, " \t\n", &save))
 			tok[n++] = t;
 		if (!n)
 			continue;
@@ -258,17 +263,17 @@ static int play(FILE *in)
 
 			val = parse_num(tok[2]);
 			r = vpmu_msr_write(v, msr, val);
-			printf("wrmsr %-28s <- %#18" PRIx64 "  %s\n", msr_label(msr, label, sizeof(label)),
-			       val, result(r));
+			printf("wrmsr %-28s <- %#18" PRIx64 "  %s\n",
+			       msr_label(msr, label, sizeof(label)), val, result(r));
 		} else if (!strcmp(tok[0], "rdmsr") && n == 2) {
 			uint32_t msr = parse_msr(tok[1]);
 
 			val = 0;
 			r = vpmu_msr_read(v, msr, &val);
-			printf("rdmsr %-28s -> %#18" PRIx64 "  %s\n", msr_label(msr, label, sizeof(label)),
-			       val, result(r));
+			printf("rdmsr %-28s -> %#18" PRIx64 "  %s\n",
+			       msr_label(msr, label, sizeof(label)), val, result(r));
 		} else if (!strcmp(tok[0], "rdpmc") && n == 2) {
-			uint32_t ecx = (uint32_t)parse_num(tok[1]);
+			uint32_t ecx = (uint32_t) parse_num(tok[1]);
 
 			val = 0;
 			r = vpmu_rdpmc(v, ecx, &val);
@@ -276,14 +281,14 @@ static int play(FILE *in)
 			       r ? "#GP" : "ok");
 		} else if (!strcmp(tok[0], "cpuid") && (n == 2 || n == 3)) {
 			struct vpmu_cpuid_entry e;
-			uint32_t leaf = (uint32_t)parse_num(tok[1]);
-			uint32_t sub = n == 3 ? (uint32_t)parse_num(tok[2]) : 0;
+			uint32_t leaf = (uint32_t) parse_num(tok[1]);
+			uint32_t sub = n == 3 ? (uint32_t) parse_num(tok[2]) : 0;
 
 			if (vpmu_cpuid(v, leaf, sub, &e) < 0)
 				printf("cpuid %#x.%u: not a PMU leaf\n", leaf, sub);
 			else
-				printf("cpuid %#x.%u: eax=%08x ebx=%08x ecx=%08x edx=%08x\n", leaf, sub,
-				       e.eax, e.ebx, e.ecx, e.edx);
+				printf("cpuid %#x.%u: eax=%08x ebx=%08x ecx=%08x edx=%08x\n", leaf,
+				       sub, e.eax, e.ebx, e.ecx, e.edx);
 		} else if (!strcmp(tok[0], "retire") && n >= 2) {
 			retire(v, tok, n);
 		} else if (!strcmp(tok[0], "sync") && n == 1) {
@@ -295,13 +300,15 @@ static int play(FILE *in)
 			val = 0;
 			r = vpmu_msr_read(v, msr, &val);
 			if (r || val != want) {
-				printf("FAIL %s:%u: %s = %#" PRIx64 ", expected %#" PRIx64 "\n", script,
-				       lineno, msr_label(msr, label, sizeof(label)), val, want);
+				printf("FAIL %s:%u: %s = %#" PRIx64 ", expected %#" PRIx64 "\n",
+				       script, lineno, msr_label(msr, label, sizeof(label)), val,
+				       want);
 				failures++;
 			}
 		} else if (!strcmp(tok[0], "expect-pmis") && n == 2) {
 			if (pmis != parse_num(tok[1])) {
-				printf("FAIL %s:%u: %u PMIs, expected %s\n", script, lineno, pmis, tok[1]);
+				printf("FAIL %s:%u: %u PMIs, expected %s\n", script, lineno, pmis,
+				       tok[1]);
 				failures++;
 			}
 		} else if (!strcmp(tok[0], "stats") && n == 1) {
@@ -361,7 +368,8 @@ int main(int argc, char **argv)
 		script = argv[optind];
 		in = fopen(script, "r");
 		if (!in) {
-			fprintf(stderr, "vpmu-replay: cannot open %s: %s\n", script, strerror(errno));
+			fprintf(stderr, "vpmu-replay: cannot open %s: %s\n", script,
+				strerror(errno));
 			return 2;
 		}
 	}

@@ -28,8 +28,8 @@
 #include "events.h"
 #include "vpmu/vpmu.h"
 
-#define REPLY_MAX	(16u << 20)
-#define REPLY_MS	5000
+#define REPLY_MAX (16u << 20)
+#define REPLY_MS  5000
 
 /* ---- a small JSON reader ------------------------------------------------- */
 
@@ -38,13 +38,13 @@ enum jtype { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
 struct jv {
 	enum jtype type;
 	bool b;
-	bool integer;		/* J_NUM: a non-negative integer that fits uint64_t */
+	bool integer; /* J_NUM: a non-negative integer that fits uint64_t */
 	uint64_t u;
 	double d;
-	char *s;		/* J_STR */
-	size_t n;		/* J_ARR / J_OBJ */
+	char *s;  /* J_STR */
+	size_t n; /* J_ARR / J_OBJ */
 	struct jv *items;
-	char **keys;		/* J_OBJ */
+	char **keys; /* J_OBJ */
 };
 
 struct jparser {
@@ -69,7 +69,8 @@ static void jv_free(struct jv *v)
 
 static void skip_ws(struct jparser *jp)
 {
-	while (jp->p < jp->end && (*jp->p == ' ' || *jp->p == '\t' || *jp->p == '\n' || *jp->p == '\r'))
+	while (jp->p < jp->end &&
+	       (*jp->p == ' ' || *jp->p == '\t' || *jp->p == '\n' || *jp->p == '\r'))
 		jp->p++;
 }
 
@@ -82,23 +83,36 @@ static int parse_string(struct jparser *jp, char **ret)
 
 	if (!s)
 		return -ENOMEM;
-	jp->p++;	/* the opening quote */
+	jp->p++; /* the opening quote */
 	while (jp->p < jp->end && *jp->p != '"') {
-		unsigned char c = (unsigned char)*jp->p++;
+		unsigned char c = (unsigned char) *jp->p++;
 
 		if (c < 0x20)
 			goto bad;
 		if (c == '\\') {
 			if (jp->p >= jp->end)
 				goto bad;
-			c = (unsigned char)*jp->p++;
+			c = (unsigned char) *jp->p++;
 			switch (c) {
-			case '"': case '\\': case '/': break;
-			case 'b': c = '\b'; break;
-			case 'f': c = '\f'; break;
-			case 'n': c = '\n'; break;
-			case 'r': c = '\r'; break;
-			case 't': c = '\t'; break;
+			case '"':
+			case '\\':
+			case '/':
+				break;
+			case 'b':
+				c = '\b';
+				break;
+			case 'f':
+				c = '\f';
+				break;
+			case 'n':
+				c = '\n';
+				break;
+			case 'r':
+				c = '\r';
+				break;
+			case 't':
+				c = '\t';
+				break;
 			case 'u': {
 				unsigned int cp = 0;
 
@@ -109,14 +123,14 @@ static int parse_string(struct jparser *jp, char **ret)
 
 					cp <<= 4;
 					if (h >= '0' && h <= '9')
-						cp |= (unsigned int)(h - '0');
+						cp |= (unsigned int) (h - '0');
 					else if ((h | 0x20) >= 'a' && (h | 0x20) <= 'f')
-						cp |= (unsigned int)((h | 0x20) - 'a' + 10);
+						cp |= (unsigned int) ((h | 0x20) - 'a' + 10);
 					else
 						goto bad;
 				}
 				/* names are ASCII; anything else is kept as '?' */
-				c = cp < 0x80 && cp ? (unsigned char)cp : '?';
+				c = cp < 0x80 && cp ? (unsigned char) cp : '?';
 				break;
 			}
 			default:
@@ -132,7 +146,7 @@ static int parse_string(struct jparser *jp, char **ret)
 			}
 			s = ns;
 		}
-		s[len++] = (char)c;
+		s[len++] = (char) c;
 	}
 	if (jp->p >= jp->end)
 		goto bad;
@@ -153,7 +167,7 @@ static int parse_number(struct jparser *jp, struct jv *v)
 
 	while (jp->p < jp->end && strchr("+-0123456789.eE", *jp->p))
 		jp->p++;
-	len = (size_t)(jp->p - start);
+	len = (size_t) (jp->p - start);
 	if (!len || len >= sizeof(text))
 		return -EBADMSG;
 	memcpy(text, start, len);
@@ -245,9 +259,13 @@ static int parse_value(struct jparser *jp, struct jv *v)
 	if (jp->p >= jp->end)
 		return -EBADMSG;
 	switch (*jp->p) {
-	case '{': return parse_container(jp, v, true);
-	case '[': return parse_container(jp, v, false);
-	case '"': v->type = J_STR; return parse_string(jp, &v->s);
+	case '{':
+		return parse_container(jp, v, true);
+	case '[':
+		return parse_container(jp, v, false);
+	case '"':
+		v->type = J_STR;
+		return parse_string(jp, &v->s);
 	}
 	if (jp->end - jp->p >= 4 && !memcmp(jp->p, "null", 4)) {
 		jp->p += 4;
@@ -301,10 +319,10 @@ static const struct jv *jget(const struct jv *o, const char *key)
 
 struct vm {
 	const char *path;
-	char *text;		/* the document as served */
+	char *text; /* the document as served */
 	size_t len;
 	struct jv doc;
-	double when;		/* CLOCK_MONOTONIC seconds at the read */
+	double when; /* CLOCK_MONOTONIC seconds at the read */
 };
 
 static char errline[512];
@@ -314,7 +332,7 @@ static double now_s(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
 }
 
 static int fetch(struct vm *vm)
@@ -341,14 +359,16 @@ static int fetch(struct vm *vm)
 	 * is full and nothing connected. A busy VMM catches up: retry until
 	 * the deadline.
 	 */
-	while (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+	while (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
 		if (errno == EAGAIN && now_s() < deadline) {
 			poll(NULL, 0, 10);
 			continue;
 		}
 		r = -errno;
-		snprintf(errline, sizeof(errline), "cannot connect to %s: %s (is a VMM running with "
-			 "--stats %s, as this user?)", vm->path, strerror(errno), vm->path);
+		snprintf(errline, sizeof(errline),
+			 "cannot connect to %s: %s (is a VMM running with "
+			 "--stats %s, as this user?)",
+			 vm->path, strerror(errno), vm->path);
 		goto out;
 	}
 	for (;;) {
@@ -356,10 +376,12 @@ static int fetch(struct vm *vm)
 		double left = deadline - now_s();
 		ssize_t n;
 
-		if (left <= 0 || poll(&pfd, 1, (int)(left * 1000) + 1) == 0) {
+		if (left <= 0 || poll(&pfd, 1, (int) (left * 1000) + 1) == 0) {
 			r = -ETIMEDOUT;
-			snprintf(errline, sizeof(errline), "%s: no snapshot within %u ms: the VMM is not "
-				 "serving stats (stuck?)", vm->path, REPLY_MS);
+			snprintf(errline, sizeof(errline),
+				 "%s: no snapshot within %u ms: the VMM is not "
+				 "serving stats (stuck?)",
+				 vm->path, REPLY_MS);
 			goto out;
 		}
 		if (len + 4096 > cap) {
@@ -367,8 +389,9 @@ static int fetch(struct vm *vm)
 
 			if (cap >= REPLY_MAX) {
 				r = -EFBIG;
-				snprintf(errline, sizeof(errline), "%s: malformed reply: more than %u bytes",
-					 vm->path, REPLY_MAX);
+				snprintf(errline, sizeof(errline),
+					 "%s: malformed reply: more than %u bytes", vm->path,
+					 REPLY_MAX);
 				goto out;
 			}
 			cap = cap ? cap * 2 : 65536;
@@ -387,15 +410,18 @@ static int fetch(struct vm *vm)
 			if (errno == EAGAIN || errno == EINTR)
 				continue;
 			r = -errno;
-			snprintf(errline, sizeof(errline), "%s: read: %s", vm->path, strerror(errno));
+			snprintf(errline, sizeof(errline), "%s: read: %s", vm->path,
+				 strerror(errno));
 			goto out;
 		}
-		len += (size_t)n;
+		len += (size_t) n;
 	}
 	if (!len) {
 		r = -EBADMSG;
-		snprintf(errline, sizeof(errline), "%s: the server closed without a snapshot (refused: "
-			 "another user's VMM?)", vm->path);
+		snprintf(errline, sizeof(errline),
+			 "%s: the server closed without a snapshot (refused: "
+			 "another user's VMM?)",
+			 vm->path);
 		goto out;
 	}
 	buf[len] = '\0';
@@ -440,10 +466,12 @@ static const char *sstr(const struct jv *o, const char *key)
 }
 
 static const char *const vcpu_fields[] = {
-	"index", "version", "seq", "msr_reads", "msr_writes", "msr_faults", "rdpmcs", "syncs",
-	"backend_ops", "backend_reads", "creates", "overflows", "pmis_requested", "pmis_delivered",
-	"global_status", "global_ctrl", "pebs_records", "pebs_bytes", "pebs_skipped",
-	"pebs_deferred", "walk_faults",
+	"index",	  "version",	    "seq",	     "msr_reads",
+	"msr_writes",	  "msr_faults",	    "rdpmcs",	     "syncs",
+	"backend_ops",	  "backend_reads",  "creates",	     "overflows",
+	"pmis_requested", "pmis_delivered", "global_status", "global_ctrl",
+	"pebs_records",	  "pebs_bytes",	    "pebs_skipped",  "pebs_deferred",
+	"walk_faults",
 };
 static const char *const counter_fields[] = {
 	"slot", "index", "config", "count", "overflows", "creates", "updates",
@@ -473,7 +501,8 @@ static const char *validate(const struct jv *doc)
 		for (size_t c = 0; c < ctrs->n; c++) {
 			const struct jv *ct = &ctrs->items[c], *ev = jget(ct, "event");
 
-			for (size_t f = 0; f < sizeof(counter_fields) / sizeof(counter_fields[0]); f++)
+			for (size_t f = 0; f < sizeof(counter_fields) / sizeof(counter_fields[0]);
+			     f++)
 				if (!is_uint(ct, counter_fields[f]))
 					return "a counter lacks a numeric field";
 			if (!str(ct, "kind") || !str(ct, "state") || !ev ||
@@ -496,8 +525,10 @@ static int load(struct vm *vm)
 		return r;
 	r = json_parse(vm->text, vm->len, &doc);
 	if (r < 0) {
-		snprintf(errline, sizeof(errline), "%s: malformed reply: not JSON (is this a vpmu stats "
-			 "socket?)", vm->path);
+		snprintf(errline, sizeof(errline),
+			 "%s: malformed reply: not JSON (is this a vpmu stats "
+			 "socket?)",
+			 vm->path);
 		return r;
 	}
 	why = validate(&doc);
@@ -525,9 +556,11 @@ static const char *counter_event(const struct jv *vcpu, const struct jv *c)
 	/* an older server without names: the catalogue this tool carries */
 	if (!strcmp(sstr(c, "kind"), "fixed"))
 		ev = config & 3 ? vpmu_event_decode(&vpmu_events_skylake_server,
-						    (num(c, "index") + 1) << 8) : NULL;
+						    (num(c, "index") + 1) << 8)
+				: NULL;
 	else
-		ev = config & 0xffff ? vpmu_event_decode(&vpmu_events_skylake_server, config) : NULL;
+		ev = config & 0xffff ? vpmu_event_decode(&vpmu_events_skylake_server, config)
+				     : NULL;
 	return ev ? ev->name : NULL;
 }
 
@@ -551,7 +584,7 @@ static bool counter_shown(const struct jv *c)
 static const char *libvirt_name(const struct jv *c)
 {
 	static const struct {
-		uint16_t code;	/* umask << 8 | event */
+		uint16_t code; /* umask << 8 | event */
 		const char *name;
 	} arch[] = {
 		{ 0x003c, VIR_PERF_PARAM_CPU_CYCLES },
@@ -563,7 +596,9 @@ static const char *libvirt_name(const struct jv *c)
 		{ 0x00c5, VIR_PERF_PARAM_BRANCH_MISSES },
 	};
 	static const char *const fixed[] = {
-		VIR_PERF_PARAM_INSTRUCTIONS, VIR_PERF_PARAM_CPU_CYCLES, VIR_PERF_PARAM_REF_CPU_CYCLES,
+		VIR_PERF_PARAM_INSTRUCTIONS,
+		VIR_PERF_PARAM_CPU_CYCLES,
+		VIR_PERF_PARAM_REF_CPU_CYCLES,
 	};
 	uint64_t config = num(c, "config");
 
@@ -585,24 +620,25 @@ static const char *libvirt_name(const struct jv *c)
 
 /* ---- printers ------------------------------------------------------------- */
 
-#define FOR_EACH_VCPU(vm, v) \
-	for (const struct jv *_a = jget(&(vm)->doc, "vcpus"), *v = _a->items; \
+#define FOR_EACH_VCPU(vm, v)                                                                       \
+	for (const struct jv *_a = jget(&(vm)->doc, "vcpus"), *v = _a->items;                      \
 	     v < _a->items + _a->n; v++)
-#define FOR_EACH_COUNTER(vcpu, c) \
-	for (const struct jv *_c = jget(vcpu, "counters"), *c = _c->items; \
-	     c < _c->items + _c->n; c++)
+#define FOR_EACH_COUNTER(vcpu, c)                                                                  \
+	for (const struct jv *_c = jget(vcpu, "counters"), *c = _c->items; c < _c->items + _c->n;  \
+	     c++)
 
 /* The same counter in the previous snapshot of the same VM, for rates. */
 static const struct jv *prev_counter(const struct vm *prev, uint64_t vcpu, uint64_t slot)
 {
 	if (!prev || prev->doc.type != J_OBJ)
 		return NULL;
-	FOR_EACH_VCPU(prev, v) {
+	FOR_EACH_VCPU(prev, v)
+	{
 		if (num(v, "index") != vcpu)
 			continue;
 		FOR_EACH_COUNTER(v, c)
-			if (num(c, "slot") == slot)
-				return c;
+		if (num(c, "slot") == slot)
+			return c;
 	}
 	return NULL;
 }
@@ -612,14 +648,14 @@ static const struct jv *prev_vcpu(const struct vm *prev, uint64_t vcpu)
 	if (!prev || prev->doc.type != J_OBJ)
 		return NULL;
 	FOR_EACH_VCPU(prev, v)
-		if (num(v, "index") == vcpu)
-			return v;
+	if (num(v, "index") == vcpu)
+		return v;
 	return NULL;
 }
 
 static double rate(uint64_t now, uint64_t before, double dt)
 {
-	return now >= before && dt > 0 ? (double)(now - before) / dt : NAN;
+	return now >= before && dt > 0 ? (double) (now - before) / dt : NAN;
 }
 
 static void print_table(const struct vm *vm, const struct vm *prev)
@@ -628,22 +664,27 @@ static void print_table(const struct vm *vm, const struct vm *prev)
 
 	printf("VM %s (%s pid %" PRIu64 ")\n", vm->path,
 	       str(&vm->doc, "vmm") ? str(&vm->doc, "vmm") : "?", num(&vm->doc, "pid"));
-	FOR_EACH_VCPU(vm, v) {
+	FOR_EACH_VCPU(vm, v)
+	{
 		const struct jv *pv = prev_vcpu(prev, num(v, "index"));
 		unsigned int hidden = 0;
 
 		printf("  vCPU %" PRIu64 ": model %s, backend %s, snapshot %" PRIu64 "\n",
 		       num(v, "index"), sstr(v, "model"), sstr(v, "backend"), num(v, "seq"));
-		printf("    MSR accesses: %" PRIu64 " reads, %" PRIu64 " writes, %" PRIu64 " #GP; %"
-		       PRIu64 " RDPMC\n", num(v, "msr_reads"), num(v, "msr_writes"),
-		       num(v, "msr_faults"), num(v, "rdpmcs"));
-		printf("    syncs %" PRIu64 "; backend: %" PRIu64 " ops, %" PRIu64 " reads, %" PRIu64
-		       " creates\n", num(v, "syncs"), num(v, "backend_ops"), num(v, "backend_reads"),
+		printf("    MSR accesses: %" PRIu64 " reads, %" PRIu64 " writes, %" PRIu64
+		       " #GP; %" PRIu64 " RDPMC\n",
+		       num(v, "msr_reads"), num(v, "msr_writes"), num(v, "msr_faults"),
+		       num(v, "rdpmcs"));
+		printf("    syncs %" PRIu64 "; backend: %" PRIu64 " ops, %" PRIu64
+		       " reads, %" PRIu64 " creates\n",
+		       num(v, "syncs"), num(v, "backend_ops"), num(v, "backend_reads"),
 		       num(v, "creates"));
-		printf("    overflows %" PRIu64 "; PMIs: %" PRIu64 " requested, %" PRIu64 " delivered",
+		printf("    overflows %" PRIu64 "; PMIs: %" PRIu64 " requested, %" PRIu64
+		       " delivered",
 		       num(v, "overflows"), num(v, "pmis_requested"), num(v, "pmis_delivered"));
 		if (pv)
-			printf(" (%.1f/s)", rate(num(v, "pmis_delivered"), num(pv, "pmis_delivered"), dt));
+			printf(" (%.1f/s)",
+			       rate(num(v, "pmis_delivered"), num(pv, "pmis_delivered"), dt));
 		printf("\n    PEBS records: %" PRIu64 " written (%" PRIu64 " bytes), %" PRIu64
 		       " skipped, %" PRIu64 " deferred; DS walk faults %" PRIu64 "\n",
 		       num(v, "pebs_records"), num(v, "pebs_bytes"), num(v, "pebs_skipped"),
@@ -651,7 +692,8 @@ static void print_table(const struct vm *vm, const struct vm *prev)
 		printf("    %-8s %-34s %-12s %-16s %20s %10s %8s %8s%s\n", "COUNTER", "GUEST EVENT",
 		       "ENCODING", "HOST BACKING", "COUNT", "OVERFLOWS", "CREATES", "UPDATES",
 		       prev ? "         RATE/s" : "");
-		FOR_EACH_COUNTER(v, c) {
+		FOR_EACH_COUNTER(v, c)
+		{
 			const struct jv *pc = prev_counter(prev, num(v, "index"), num(c, "slot"));
 			const char *ev = counter_event(v, c);
 			char name[16], enc[24], backing[40];
@@ -660,11 +702,14 @@ static void print_table(const struct vm *vm, const struct vm *prev)
 				hidden++;
 				continue;
 			}
-			snprintf(name, sizeof(name), "%s%" PRIu64, sstr(c, "kind"), num(c, "index"));
+			snprintf(name, sizeof(name), "%s%" PRIu64, sstr(c, "kind"),
+				 num(c, "index"));
 			snprintf(enc, sizeof(enc), "%#" PRIx64, num(c, "config"));
-			snprintf(backing, sizeof(backing), "%s/%s", sstr(v, "backend"), sstr(c, "state"));
-			printf("    %-8s %-34s %-12s %-16s %20" PRIu64 " %10" PRIu64 " %8" PRIu64 " %8"
-			       PRIu64, name, ev ? ev : "(unknown event)", enc, backing, num(c, "count"),
+			snprintf(backing, sizeof(backing), "%s/%s", sstr(v, "backend"),
+				 sstr(c, "state"));
+			printf("    %-8s %-34s %-12s %-16s %20" PRIu64 " %10" PRIu64 " %8" PRIu64
+			       " %8" PRIu64,
+			       name, ev ? ev : "(unknown event)", enc, backing, num(c, "count"),
 			       num(c, "overflows"), num(c, "creates"), num(c, "updates"));
 			if (pc)
 				printf(" %15.1f", rate(num(c, "count"), num(pc, "count"), dt));
@@ -710,31 +755,43 @@ static void print_prometheus(const struct vm *vms, size_t nr)
 		{ "vpmu_rdpmc_total", "rdpmcs", "Guest RDPMC instructions." },
 		{ "vpmu_syncs_total", "syncs", "vPMU syncs (batches applied before guest entry)." },
 		{ "vpmu_backend_ops_total", "backend_ops", "Host backend update operations." },
-		{ "vpmu_backend_reads_total", "backend_reads", "Host backend reads to fold a count." },
+		{ "vpmu_backend_reads_total", "backend_reads",
+		  "Host backend reads to fold a count." },
 		{ "vpmu_backend_creates_total", "creates", "Host events created or recreated." },
 		{ "vpmu_overflows_total", "overflows", "Guest counter overflows." },
-		{ "vpmu_pmis_requested_total", "pmis_requested", "PMIs the vPMU asked the VMM for." },
-		{ "vpmu_pmis_delivered_total", "pmis_delivered", "PMIs the VMM delivered to the guest." },
-		{ "vpmu_pebs_records_total", "pebs_records", "PEBS records written into the guest." },
+		{ "vpmu_pmis_requested_total", "pmis_requested",
+		  "PMIs the vPMU asked the VMM for." },
+		{ "vpmu_pmis_delivered_total", "pmis_delivered",
+		  "PMIs the VMM delivered to the guest." },
+		{ "vpmu_pebs_records_total", "pebs_records",
+		  "PEBS records written into the guest." },
 		{ "vpmu_pebs_bytes_total", "pebs_bytes", "Bytes of PEBS records written." },
-		{ "vpmu_pebs_skipped_total", "pebs_skipped", "PEBS records skipped (bounds, faults)." },
-		{ "vpmu_pebs_deferred_total", "pebs_deferred", "PEBS records that waited for registers." },
-		{ "vpmu_walk_faults_total", "walk_faults", "Failed guest page walks to the DS area." },
+		{ "vpmu_pebs_skipped_total", "pebs_skipped",
+		  "PEBS records skipped (bounds, faults)." },
+		{ "vpmu_pebs_deferred_total", "pebs_deferred",
+		  "PEBS records that waited for registers." },
+		{ "vpmu_walk_faults_total", "walk_faults",
+		  "Failed guest page walks to the DS area." },
 	};
 	static const struct {
 		const char *metric, *field, *type, *help;
 	} counter_metrics[] = {
-		{ "vpmu_counter_events_total", "count", "counter", "Guest counter value (events counted)." },
-		{ "vpmu_counter_overflows_total", "overflows", "counter", "Overflows of this guest counter." },
-		{ "vpmu_counter_creates_total", "creates", "counter", "Host events (re)created for it." },
+		{ "vpmu_counter_events_total", "count", "counter",
+		  "Guest counter value (events counted)." },
+		{ "vpmu_counter_overflows_total", "overflows", "counter",
+		  "Overflows of this guest counter." },
+		{ "vpmu_counter_creates_total", "creates", "counter",
+		  "Host events (re)created for it." },
 		{ "vpmu_counter_updates_total", "updates", "counter", "Backend operations on it." },
-		{ "vpmu_counter_backed", NULL, "gauge", "1 if a host counter backs it, 0 otherwise." },
+		{ "vpmu_counter_backed", NULL, "gauge",
+		  "1 if a host counter backs it, 0 otherwise." },
 	};
 	char buf[32];
 
 	prom_family("vpmu_vcpu_info", "gauge", "The guest CPU model and host backend of a vCPU.");
 	for (size_t i = 0; i < nr; i++)
-		FOR_EACH_VCPU(&vms[i], v) {
+		FOR_EACH_VCPU(&vms[i], v)
+		{
 			snprintf(buf, sizeof(buf), "%" PRIu64, num(v, "index"));
 			printf("vpmu_vcpu_info{");
 			label("vm", vms[i].path, true);
@@ -746,7 +803,8 @@ static void print_prometheus(const struct vm *vms, size_t nr)
 	for (size_t m = 0; m < sizeof(vcpu_metrics) / sizeof(vcpu_metrics[0]); m++) {
 		prom_family(vcpu_metrics[m].metric, "counter", vcpu_metrics[m].help);
 		for (size_t i = 0; i < nr; i++)
-			FOR_EACH_VCPU(&vms[i], v) {
+			FOR_EACH_VCPU(&vms[i], v)
+			{
 				snprintf(buf, sizeof(buf), "%" PRIu64, num(v, "index"));
 				printf("%s{", vcpu_metrics[m].metric);
 				label("vm", vms[i].path, true);
@@ -755,54 +813,60 @@ static void print_prometheus(const struct vm *vms, size_t nr)
 			}
 	}
 	for (size_t m = 0; m < sizeof(counter_metrics) / sizeof(counter_metrics[0]); m++) {
-		prom_family(counter_metrics[m].metric, counter_metrics[m].type, counter_metrics[m].help);
+		prom_family(counter_metrics[m].metric, counter_metrics[m].type,
+			    counter_metrics[m].help);
 		for (size_t i = 0; i < nr; i++)
 			FOR_EACH_VCPU(&vms[i], v)
-				FOR_EACH_COUNTER(v, c) {
-					const char *ev = counter_event(v, c);
-					char name[16], enc[24];
-					uint64_t value;
+		FOR_EACH_COUNTER(v, c)
+		{
+			const char *ev = counter_event(v, c);
+			char name[16], enc[24];
+			uint64_t value;
 
-					if (!counter_shown(c))
-						continue;
-					snprintf(buf, sizeof(buf), "%" PRIu64, num(v, "index"));
-					snprintf(name, sizeof(name), "%s%" PRIu64, sstr(c, "kind"),
-						 num(c, "index"));
-					snprintf(enc, sizeof(enc), "%#" PRIx64, num(c, "config"));
-					value = counter_metrics[m].field ? num(c, counter_metrics[m].field)
-						: !strcmp(sstr(c, "state"), "backed");
-					printf("%s{", counter_metrics[m].metric);
-					label("vm", vms[i].path, true);
-					label("vcpu", buf, true);
-					label("counter", name, true);
-					label("event", ev ? ev : enc, false);
-					printf("} %" PRIu64 "\n", value);
-				}
+			if (!counter_shown(c))
+				continue;
+			snprintf(buf, sizeof(buf), "%" PRIu64, num(v, "index"));
+			snprintf(name, sizeof(name), "%s%" PRIu64, sstr(c, "kind"),
+				 num(c, "index"));
+			snprintf(enc, sizeof(enc), "%#" PRIx64, num(c, "config"));
+			value = counter_metrics[m].field ? num(c, counter_metrics[m].field)
+							 : !strcmp(sstr(c, "state"), "backed");
+			printf("%s{", counter_metrics[m].metric);
+			label("vm", vms[i].path, true);
+			label("vcpu", buf, true);
+			label("counter", name, true);
+			label("event", ev ? ev : enc, false);
+			printf("} %" PRIu64 "\n", value);
+		}
 	}
 }
 
 static void print_libvirt(const struct vm *vm)
 {
 	static const char *const order[] = {
-		VIR_PERF_PARAM_CPU_CYCLES, VIR_PERF_PARAM_INSTRUCTIONS, VIR_PERF_PARAM_REF_CPU_CYCLES,
-		VIR_PERF_PARAM_CACHE_REFERENCES, VIR_PERF_PARAM_CACHE_MISSES,
-		VIR_PERF_PARAM_BRANCH_INSTRUCTIONS, VIR_PERF_PARAM_BRANCH_MISSES,
+		VIR_PERF_PARAM_CPU_CYCLES,     VIR_PERF_PARAM_INSTRUCTIONS,
+		VIR_PERF_PARAM_REF_CPU_CYCLES, VIR_PERF_PARAM_CACHE_REFERENCES,
+		VIR_PERF_PARAM_CACHE_MISSES,   VIR_PERF_PARAM_BRANCH_INSTRUCTIONS,
+		VIR_PERF_PARAM_BRANCH_MISSES,
 	};
 	uint64_t sum[sizeof(order) / sizeof(order[0])] = { 0 };
 	bool seen[sizeof(order) / sizeof(order[0])] = { false };
 
-	FOR_EACH_VCPU(vm, v) {
+	FOR_EACH_VCPU(vm, v)
+	{
 		/* one counter per event and vCPU: a second one counts the same events again */
 		bool here[sizeof(order) / sizeof(order[0])] = { false };
 
 		/* fixed counters first: they are the ones perf itself would use */
 		for (int fixed = 1; fixed >= 0; fixed--)
-			FOR_EACH_COUNTER(v, c) {
+			FOR_EACH_COUNTER(v, c)
+			{
 				const char *name = libvirt_name(c);
 
 				if ((strcmp(sstr(c, "kind"), "fixed") == 0) != fixed)
 					continue;
-				for (size_t i = 0; name && i < sizeof(order) / sizeof(order[0]); i++) {
+				for (size_t i = 0; name && i < sizeof(order) / sizeof(order[0]);
+				     i++) {
 					if (strcmp(name, order[i]) || here[i])
 						continue;
 					here[i] = seen[i] = true;
@@ -824,7 +888,7 @@ static void print_json(const struct vm *vms, size_t nr)
 
 		while (len && (vms[i].text[len - 1] == '\n' || vms[i].text[len - 1] == ' '))
 			len--;
-		printf("%s%.*s", i ? ",\n" : "", (int)len, vms[i].text);
+		printf("%s%.*s", i ? ",\n" : "", (int) len, vms[i].text);
 	}
 	printf("]\n");
 }
@@ -843,7 +907,8 @@ static void usage(FILE *f)
 		"  --prometheus        Prometheus text exposition format 0.0.4\n"
 		"  --libvirt           perf.<event>=N lines (libvirt's names), summed over vCPUs\n"
 		"  --watch SECONDS     repeat every SECONDS; the table shows per-second rates\n"
-		"  --count N           with --watch: stop after N reads (default: until interrupted)\n"
+		"  --count N           with --watch: stop after N reads (default: until "
+		"interrupted)\n"
 		"  -h, --help          this text\n\n"
 		"Exit status: 0, or 1 with one line on stderr (bad option, unreachable socket,\n"
 		"malformed reply).\n");
@@ -880,15 +945,24 @@ int main(int argc, char **argv)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'j': fmt = FMT_JSON; break;
-		case 'p': fmt = FMT_PROMETHEUS; break;
-		case 'l': fmt = FMT_LIBVIRT; break;
+		case 'j':
+			fmt = FMT_JSON;
+			break;
+		case 'p':
+			fmt = FMT_PROMETHEUS;
+			break;
+		case 'l':
+			fmt = FMT_LIBVIRT;
+			break;
 		case 'w':
 			errno = 0;
 			interval = strtod(optarg, &end);
 			if (errno || end == optarg || *end || !(interval > 0) || interval > 86400) {
-				fprintf(stderr, "vpmu-stat: --watch %s: not a number of seconds between 0 and "
-					"86400\n", optarg);
+				fprintf(stderr,
+					"vpmu-stat: --watch %s: not a number of seconds between 0 "
+					"and "
+					"86400\n",
+					optarg);
 				return 1;
 			}
 			break;
@@ -896,18 +970,24 @@ int main(int argc, char **argv)
 			errno = 0;
 			count = strtoull(optarg, &end, 10);
 			if (errno || end == optarg || *end || !count || optarg[0] == '-') {
-				fprintf(stderr, "vpmu-stat: --count %s: not a positive number\n", optarg);
+				fprintf(stderr, "vpmu-stat: --count %s: not a positive number\n",
+					optarg);
 				return 1;
 			}
 			break;
-		case 'h': usage(stdout); return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
 		default:
 			if (optopt)
-				fprintf(stderr, "vpmu-stat: option -%c %s (see vpmu-stat --help)\n", optopt,
+				fprintf(stderr, "vpmu-stat: option -%c %s (see vpmu-stat --help)\n",
+					optopt,
 					strchr("wc", optopt) ? "needs an argument" : "is unknown");
 			else
-				fprintf(stderr, "vpmu-stat: option %s is unknown or needs an argument (see "
-					"vpmu-stat --help)\n", argv[optind - 1]);
+				fprintf(stderr,
+					"vpmu-stat: option %s is unknown or needs an argument (see "
+					"vpmu-stat --help)\n",
+					argv[optind - 1]);
 			return 1;
 		}
 	}
@@ -919,7 +999,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "vpmu-stat: --count needs --watch SECONDS\n");
 		return 1;
 	}
-	nr = (size_t)(argc - optind);
+	nr = (size_t) (argc - optind);
 	vms = calloc(nr, sizeof(*vms));
 	prev = calloc(nr, sizeof(*prev));
 	if (!vms || !prev) {
@@ -966,8 +1046,10 @@ int main(int argc, char **argv)
 			vms[i] = t;
 		}
 		{
-			struct timespec ts = { .tv_sec = (time_t)interval,
-					       .tv_nsec = (long)((interval - (double)(time_t)interval) * 1e9) };
+			struct timespec ts = {
+				.tv_sec = (time_t) interval,
+				.tv_nsec = (long) ((interval - (double) (time_t) interval) * 1e9)
+			};
 
 			while (!stop && nanosleep(&ts, &ts) < 0 && errno == EINTR)
 				;

@@ -12,29 +12,29 @@
 
 #include "emu-priv.h"
 
-#define X86_CR0_PE	(1ull << 0)
-#define X86_CR0_PG	(1ull << 31)
-#define X86_CR4_TSD	(1ull << 2)
-#define X86_CR4_PAE	(1ull << 5)
-#define X86_CR4_PCE	(1ull << 8)
-#define EFER_SCE	(1ull << 0)
-#define EFER_LME	(1ull << 8)
-#define EFER_LMA	(1ull << 10)
-#define EFER_NXE	(1ull << 11)
+#define X86_CR0_PE  (1ull << 0)
+#define X86_CR0_PG  (1ull << 31)
+#define X86_CR4_TSD (1ull << 2)
+#define X86_CR4_PAE (1ull << 5)
+#define X86_CR4_PCE (1ull << 8)
+#define EFER_SCE    (1ull << 0)
+#define EFER_LME    (1ull << 8)
+#define EFER_LMA    (1ull << 10)
+#define EFER_NXE    (1ull << 11)
 
-#define MSR_IA32_TSC		0x10
-#define MSR_IA32_MISC_ENABLE	0x1a0
-#define MSR_IA32_PAT		0x277
-#define MSR_EFER		0xc0000080
+#define MSR_IA32_TSC	     0x10
+#define MSR_IA32_MISC_ENABLE 0x1a0
+#define MSR_IA32_PAT	     0x277
+#define MSR_EFER	     0xc0000080
 
-#define GP	13
-#define UD	6
+#define GP 13
+#define UD 6
 
 /* MSRs Unicorn implements correctly: passed through to it */
 static const uint32_t passthrough[] = {
-	0x174, 0x175, 0x176,			/* SYSENTER_CS/ESP/EIP */
-	0xc0000081, 0xc0000082, 0xc0000083, 0xc0000084,	/* STAR LSTAR CSTAR FMASK */
-	0xc0000100, 0xc0000101, 0xc0000102, 0xc0000103,	/* FS/GS/KERNEL_GS base, TSC_AUX */
+	0x174,	    0x175,	0x176,			/* SYSENTER_CS/ESP/EIP */
+	0xc0000081, 0xc0000082, 0xc0000083, 0xc0000084, /* STAR LSTAR CSTAR FMASK */
+	0xc0000100, 0xc0000101, 0xc0000102, 0xc0000103, /* FS/GS/KERNEL_GS base, TSC_AUX */
 };
 
 static bool is_passthrough(uint32_t msr)
@@ -45,7 +45,10 @@ static bool is_passthrough(uint32_t msr)
 	return false;
 }
 
-static const struct { const char *model; uint32_t fms; } fms_table[] = {
+static const struct {
+	const char *model;
+	uint32_t fms;
+} fms_table[] = {
 	{ "Skylake-Server", 0x00050654 },
 	{ "Icelake-Server", 0x000606a6 },
 	{ "LunarLake", 0x000b06d1 },
@@ -76,14 +79,14 @@ int cpu_cpuid_init(struct emu *emu)
 			fms = fms_table[i].fms;
 	memcpy(w, brand, sizeof(w));
 	emu->nr_cpuid = 0;
-	add(emu, 0, 0, 0x0d, 0x756e6547, 0x6c65746e, 0x49656e69);	/* GenuineIntel */
+	add(emu, 0, 0, 0x0d, 0x756e6547, 0x6c65746e, 0x49656e69); /* GenuineIntel */
 	/* ECX: SSE3 SSSE3 CX16 SSE4.1 SSE4.2 x2APIC POPCNT hypervisor;
 	 * EDX: FPU DE PSE TSC MSR PAE CX8 APIC SEP PGE CMOV PAT CLFSH MMX FXSR SSE SSE2 */
 	add(emu, 1, 0, fms, 1u << 16 | 8u << 8,
 	    1u << 0 | 1u << 9 | 1u << 13 | 1u << 19 | 1u << 20 | 1u << 21 | 1u << 23 | 1u << 31,
 	    1u << 0 | 1u << 2 | 1u << 3 | 1u << 4 | 1u << 5 | 1u << 6 | 1u << 8 | 1u << 9 |
-	    1u << 11 | 1u << 13 | 1u << 15 | 1u << 16 | 1u << 19 | 1u << 23 | 1u << 24 |
-	    1u << 25 | 1u << 26);
+		    1u << 11 | 1u << 13 | 1u << 15 | 1u << 16 | 1u << 19 | 1u << 23 | 1u << 24 |
+		    1u << 25 | 1u << 26);
 	add(emu, 7, 0, 0, 0, 0, 0);
 	add(emu, 0x80000000, 0, 0x80000008, 0, 0, 0);
 	/* LAHF; SYSCALL NX 1GB-pages LM */
@@ -140,7 +143,8 @@ int cpu_msr_read(struct emu *emu, uint32_t msr, uint64_t *ret)
 		*ret = emu->efer;
 		return 0;
 	case MSR_IA32_MISC_ENABLE:
-		*ret = emu->pmu ? vpmu_misc_enable_patch(emu->pmu, emu->misc_enable) : emu->misc_enable;
+		*ret = emu->pmu ? vpmu_misc_enable_patch(emu->pmu, emu->misc_enable)
+				: emu->misc_enable;
 		return 0;
 	case MSR_IA32_TSC:
 		*ret = emu_tsc(emu);
@@ -170,7 +174,7 @@ int cpu_msr_write(struct emu *emu, uint32_t msr, uint64_t v)
 		r = vpmu_msr_write(emu->pmu, msr, v);
 	if (r != -ENOENT) {
 		if (r == 0)
-			emu->want_stop = true;	/* sync and re-plan stepping before going on */
+			emu->want_stop = true; /* sync and re-plan stepping before going on */
 		return r;
 	}
 	r = lapic_msr_write(&emu->apic, msr, v);
@@ -181,7 +185,7 @@ int cpu_msr_write(struct emu *emu, uint32_t msr, uint64_t v)
 	switch (msr) {
 	case MSR_IA32_APICBASE:
 		r = lapic_set_base(&emu->apic, v);
-		emu->paging_dirty = true;	/* the xAPIC page moved or went */
+		emu->paging_dirty = true; /* the xAPIC page moved or went */
 		return r;
 	case MSR_EFER: {
 		uint64_t lma;
@@ -194,8 +198,9 @@ int cpu_msr_write(struct emu *emu, uint32_t msr, uint64_t v)
 		lma = (v & EFER_LME) && (emu->cr0 & X86_CR0_PG) ? EFER_LMA : 0;
 		emu->efer = (v & ~EFER_LMA) | lma;
 		{
-			uc_x86_msr m = { .rid = MSR_EFER, .value = (v & (EFER_SCE | EFER_NXE)) |
-								EFER_LME | EFER_LMA };
+			uc_x86_msr m = { .rid = MSR_EFER,
+					 .value = (v & (EFER_SCE | EFER_NXE)) | EFER_LME |
+						  EFER_LMA };
 
 			uc_reg_write(emu->uc, UC_X86_REG_MSR, &m);
 		}
@@ -236,7 +241,8 @@ static int mov_to_cr(struct emu *emu, unsigned int crn, uint64_t v)
 		if ((v & X86_CR0_PG) && !(v & X86_CR0_PE))
 			return -EINVAL;
 		if (!(v & X86_CR0_PE)) {
-			emu_fatal(emu, "guest left protected mode: real mode is not supported on the emulator");
+			emu_fatal(emu, "guest left protected mode: real mode is not supported on "
+				       "the emulator");
 			return 0;
 		}
 		if ((v & X86_CR0_PG) && (emu->efer & EFER_LME) && !(emu->cr4 & X86_CR4_PAE))
@@ -269,7 +275,7 @@ static int mov_to_cr(struct emu *emu, unsigned int crn, uint64_t v)
 	case 8:
 		if (v & ~0xfull)
 			return -EINVAL;
-		emu->apic.tpr = (uint32_t)v << 4;
+		emu->apic.tpr = (uint32_t) v << 4;
 		emu->want_stop = true;
 		return 0;
 	default:
@@ -280,12 +286,23 @@ static int mov_to_cr(struct emu *emu, unsigned int crn, uint64_t v)
 static int mov_from_cr(struct emu *emu, unsigned int crn, uint64_t *v)
 {
 	switch (crn) {
-	case 0: *v = emu->cr0; return 0;
-	case 2: *v = emu->cr2; return 0;
-	case 3: *v = emu->cr3; return 0;
-	case 4: *v = emu->cr4; return 0;
-	case 8: *v = emu->apic.tpr >> 4; return 0;
-	default: return -ENOENT;
+	case 0:
+		*v = emu->cr0;
+		return 0;
+	case 2:
+		*v = emu->cr2;
+		return 0;
+	case 3:
+		*v = emu->cr3;
+		return 0;
+	case 4:
+		*v = emu->cr4;
+		return 0;
+	case 8:
+		*v = emu->apic.tpr >> 4;
+		return 0;
+	default:
+		return -ENOENT;
 	}
 }
 
@@ -295,11 +312,11 @@ bool cpu_exec_special(struct emu *emu, const struct insn *in)
 	bool stop = false;
 	int r = 0;
 
-	emu_feed_flush(emu);	/* the vPMU sees every count before the guest touches it */
+	emu_feed_flush(emu); /* the vPMU sees every count before the guest touches it */
 	switch (in->special) {
 	case SP_RDMSR:
 	case SP_WRMSR: {
-		uint32_t msr = (uint32_t)emu_reg(emu, UC_X86_REG_RCX);
+		uint32_t msr = (uint32_t) emu_reg(emu, UC_X86_REG_RCX);
 
 		emu->st.msr_exits++;
 		if (emu->cpl) {
@@ -326,7 +343,7 @@ bool cpu_exec_special(struct emu *emu, const struct insn *in)
 			r = -EINVAL;
 			break;
 		}
-		r = vpmu_rdpmc(emu->pmu, (uint32_t)emu_reg(emu, UC_X86_REG_RCX), &v);
+		r = vpmu_rdpmc(emu->pmu, (uint32_t) emu_reg(emu, UC_X86_REG_RCX), &v);
 		if (!r) {
 			emu_set_reg(emu, UC_X86_REG_RAX, v & 0xffffffffull);
 			emu_set_reg(emu, UC_X86_REG_RDX, v >> 32);
@@ -348,8 +365,8 @@ bool cpu_exec_special(struct emu *emu, const struct insn *in)
 		uint32_t regs[4];
 
 		emu->st.cpuid_exits++;
-		cpuid(emu, (uint32_t)emu_reg(emu, UC_X86_REG_RAX),
-		      (uint32_t)emu_reg(emu, UC_X86_REG_RCX), regs);
+		cpuid(emu, (uint32_t) emu_reg(emu, UC_X86_REG_RAX),
+		      (uint32_t) emu_reg(emu, UC_X86_REG_RCX), regs);
 		emu_set_reg(emu, UC_X86_REG_RAX, regs[0]);
 		emu_set_reg(emu, UC_X86_REG_RBX, regs[1]);
 		emu_set_reg(emu, UC_X86_REG_RCX, regs[2]);
@@ -377,7 +394,8 @@ bool cpu_exec_special(struct emu *emu, const struct insn *in)
 			r = -EINVAL;
 			break;
 		}
-		r = in->gpr < 0 ? -ENOENT : mov_to_cr(emu, in->crn, emu_reg(emu, in->gpr) & gpr_mask(emu));
+		r = in->gpr < 0 ? -ENOENT
+				: mov_to_cr(emu, in->crn, emu_reg(emu, in->gpr) & gpr_mask(emu));
 		stop = true;
 		break;
 	case SP_MOV_FROM_CR:

@@ -12,24 +12,28 @@
 
 #include "emu-priv.h"
 
-static const struct { unsigned int cs; int uc; bool r32; } regmap[] = {
-	{ X86_REG_RAX, UC_X86_REG_RAX, false }, { X86_REG_RCX, UC_X86_REG_RCX, false },
-	{ X86_REG_RDX, UC_X86_REG_RDX, false }, { X86_REG_RBX, UC_X86_REG_RBX, false },
-	{ X86_REG_RSP, UC_X86_REG_RSP, false }, { X86_REG_RBP, UC_X86_REG_RBP, false },
-	{ X86_REG_RSI, UC_X86_REG_RSI, false }, { X86_REG_RDI, UC_X86_REG_RDI, false },
-	{ X86_REG_R8, UC_X86_REG_R8, false }, { X86_REG_R9, UC_X86_REG_R9, false },
-	{ X86_REG_R10, UC_X86_REG_R10, false }, { X86_REG_R11, UC_X86_REG_R11, false },
-	{ X86_REG_R12, UC_X86_REG_R12, false }, { X86_REG_R13, UC_X86_REG_R13, false },
-	{ X86_REG_R14, UC_X86_REG_R14, false }, { X86_REG_R15, UC_X86_REG_R15, false },
-	{ X86_REG_EAX, UC_X86_REG_RAX, true }, { X86_REG_ECX, UC_X86_REG_RCX, true },
-	{ X86_REG_EDX, UC_X86_REG_RDX, true }, { X86_REG_EBX, UC_X86_REG_RBX, true },
-	{ X86_REG_ESP, UC_X86_REG_RSP, true }, { X86_REG_EBP, UC_X86_REG_RBP, true },
-	{ X86_REG_ESI, UC_X86_REG_RSI, true }, { X86_REG_EDI, UC_X86_REG_RDI, true },
-	{ X86_REG_R8D, UC_X86_REG_R8, true }, { X86_REG_R9D, UC_X86_REG_R9, true },
-	{ X86_REG_R10D, UC_X86_REG_R10, true }, { X86_REG_R11D, UC_X86_REG_R11, true },
-	{ X86_REG_R12D, UC_X86_REG_R12, true }, { X86_REG_R13D, UC_X86_REG_R13, true },
-	{ X86_REG_R14D, UC_X86_REG_R14, true }, { X86_REG_R15D, UC_X86_REG_R15, true },
-	{ X86_REG_RIP, UC_X86_REG_RIP, false }, { X86_REG_EIP, UC_X86_REG_RIP, true },
+static const struct {
+	unsigned int cs;
+	int uc;
+	bool r32;
+} regmap[] = {
+	{ X86_REG_RAX, UC_X86_REG_RAX, false },	   { X86_REG_RCX, UC_X86_REG_RCX, false },
+	{ X86_REG_RDX, UC_X86_REG_RDX, false },	   { X86_REG_RBX, UC_X86_REG_RBX, false },
+	{ X86_REG_RSP, UC_X86_REG_RSP, false },	   { X86_REG_RBP, UC_X86_REG_RBP, false },
+	{ X86_REG_RSI, UC_X86_REG_RSI, false },	   { X86_REG_RDI, UC_X86_REG_RDI, false },
+	{ X86_REG_R8, UC_X86_REG_R8, false },	   { X86_REG_R9, UC_X86_REG_R9, false },
+	{ X86_REG_R10, UC_X86_REG_R10, false },	   { X86_REG_R11, UC_X86_REG_R11, false },
+	{ X86_REG_R12, UC_X86_REG_R12, false },	   { X86_REG_R13, UC_X86_REG_R13, false },
+	{ X86_REG_R14, UC_X86_REG_R14, false },	   { X86_REG_R15, UC_X86_REG_R15, false },
+	{ X86_REG_EAX, UC_X86_REG_RAX, true },	   { X86_REG_ECX, UC_X86_REG_RCX, true },
+	{ X86_REG_EDX, UC_X86_REG_RDX, true },	   { X86_REG_EBX, UC_X86_REG_RBX, true },
+	{ X86_REG_ESP, UC_X86_REG_RSP, true },	   { X86_REG_EBP, UC_X86_REG_RBP, true },
+	{ X86_REG_ESI, UC_X86_REG_RSI, true },	   { X86_REG_EDI, UC_X86_REG_RDI, true },
+	{ X86_REG_R8D, UC_X86_REG_R8, true },	   { X86_REG_R9D, UC_X86_REG_R9, true },
+	{ X86_REG_R10D, UC_X86_REG_R10, true },	   { X86_REG_R11D, UC_X86_REG_R11, true },
+	{ X86_REG_R12D, UC_X86_REG_R12, true },	   { X86_REG_R13D, UC_X86_REG_R13, true },
+	{ X86_REG_R14D, UC_X86_REG_R14, true },	   { X86_REG_R15D, UC_X86_REG_R15, true },
+	{ X86_REG_RIP, UC_X86_REG_RIP, false },	   { X86_REG_EIP, UC_X86_REG_RIP, true },
 	{ X86_REG_FS, UC_X86_REG_FS_BASE, false }, { X86_REG_GS, UC_X86_REG_GS_BASE, false },
 };
 
@@ -52,13 +56,32 @@ bool insn_is_gpr32(unsigned int csreg)
 static bool is_string(unsigned int id)
 {
 	switch (id) {
-	case X86_INS_MOVSB: case X86_INS_MOVSW: case X86_INS_MOVSD: case X86_INS_MOVSQ:
-	case X86_INS_STOSB: case X86_INS_STOSW: case X86_INS_STOSD: case X86_INS_STOSQ:
-	case X86_INS_LODSB: case X86_INS_LODSW: case X86_INS_LODSD: case X86_INS_LODSQ:
-	case X86_INS_CMPSB: case X86_INS_CMPSW: case X86_INS_CMPSD: case X86_INS_CMPSQ:
-	case X86_INS_SCASB: case X86_INS_SCASW: case X86_INS_SCASD: case X86_INS_SCASQ:
-	case X86_INS_INSB: case X86_INS_INSW: case X86_INS_INSD:
-	case X86_INS_OUTSB: case X86_INS_OUTSW: case X86_INS_OUTSD:
+	case X86_INS_MOVSB:
+	case X86_INS_MOVSW:
+	case X86_INS_MOVSD:
+	case X86_INS_MOVSQ:
+	case X86_INS_STOSB:
+	case X86_INS_STOSW:
+	case X86_INS_STOSD:
+	case X86_INS_STOSQ:
+	case X86_INS_LODSB:
+	case X86_INS_LODSW:
+	case X86_INS_LODSD:
+	case X86_INS_LODSQ:
+	case X86_INS_CMPSB:
+	case X86_INS_CMPSW:
+	case X86_INS_CMPSD:
+	case X86_INS_CMPSQ:
+	case X86_INS_SCASB:
+	case X86_INS_SCASW:
+	case X86_INS_SCASD:
+	case X86_INS_SCASQ:
+	case X86_INS_INSB:
+	case X86_INS_INSW:
+	case X86_INS_INSD:
+	case X86_INS_OUTSB:
+	case X86_INS_OUTSW:
+	case X86_INS_OUTSD:
 		return true;
 	default:
 		return false;
@@ -87,21 +110,39 @@ static void classify(const cs_insn *ci, bool cs64, struct insn *in)
 		in->flags |= IC_BRANCH | IC_UNCOND | IC_RET | IC_LOAD;
 		in->dla = DLA_POP;
 		break;
-	case X86_INS_LJMP: case X86_INS_LCALL: case X86_INS_RETF: case X86_INS_RETFQ:
-	case X86_INS_INT: case X86_INS_INT3: case X86_INS_INTO: case X86_INS_INT1:
-	case X86_INS_SYSCALL: case X86_INS_SYSRET: case X86_INS_SYSENTER: case X86_INS_SYSEXIT:
+	case X86_INS_LJMP:
+	case X86_INS_LCALL:
+	case X86_INS_RETF:
+	case X86_INS_RETFQ:
+	case X86_INS_INT:
+	case X86_INS_INT3:
+	case X86_INS_INTO:
+	case X86_INS_INT1:
+	case X86_INS_SYSCALL:
+	case X86_INS_SYSRET:
+	case X86_INS_SYSENTER:
+	case X86_INS_SYSEXIT:
 		in->flags |= IC_BRANCH | IC_UNCOND | IC_FAR;
 		break;
-	case X86_INS_IRET: case X86_INS_IRETD: case X86_INS_IRETQ:
+	case X86_INS_IRET:
+	case X86_INS_IRETD:
+	case X86_INS_IRETQ:
 		in->flags |= IC_BRANCH | IC_UNCOND | IC_FAR | IC_LOAD;
 		in->special = SP_IRET;
 		in->dla = DLA_POP;
 		break;
-	case X86_INS_LOOP: case X86_INS_LOOPE: case X86_INS_LOOPNE:
-	case X86_INS_JCXZ: case X86_INS_JECXZ: case X86_INS_JRCXZ:
+	case X86_INS_LOOP:
+	case X86_INS_LOOPE:
+	case X86_INS_LOOPNE:
+	case X86_INS_JCXZ:
+	case X86_INS_JECXZ:
+	case X86_INS_JRCXZ:
 		in->flags |= IC_BRANCH | IC_COND;
 		break;
-	case X86_INS_PUSH: case X86_INS_PUSHF: case X86_INS_PUSHFD: case X86_INS_PUSHFQ:
+	case X86_INS_PUSH:
+	case X86_INS_PUSHF:
+	case X86_INS_PUSHFD:
+	case X86_INS_PUSHFQ:
 		in->flags |= IC_STORE;
 		in->dla = DLA_PUSH;
 		break;
@@ -109,20 +150,40 @@ static void classify(const cs_insn *ci, bool cs64, struct insn *in)
 		in->flags |= IC_LOAD;
 		in->dla = DLA_POP;
 		break;
-	case X86_INS_POPF: case X86_INS_POPFD: case X86_INS_POPFQ:
+	case X86_INS_POPF:
+	case X86_INS_POPFD:
+	case X86_INS_POPFQ:
 		in->flags |= IC_LOAD;
 		in->dla = DLA_POP;
 		in->special = SP_POPF;
 		break;
-	case X86_INS_RDMSR: in->special = SP_RDMSR; break;
-	case X86_INS_WRMSR: in->special = SP_WRMSR; break;
-	case X86_INS_RDPMC: in->special = SP_RDPMC; break;
-	case X86_INS_RDTSC: in->special = SP_RDTSC; break;
-	case X86_INS_RDTSCP: in->special = SP_RDTSCP; break;
-	case X86_INS_CPUID: in->special = SP_CPUID; break;
-	case X86_INS_HLT: in->special = SP_HLT; break;
-	case X86_INS_INVLPG: in->special = SP_INVLPG; break;
-	case X86_INS_STI: in->special = SP_STI; break;
+	case X86_INS_RDMSR:
+		in->special = SP_RDMSR;
+		break;
+	case X86_INS_WRMSR:
+		in->special = SP_WRMSR;
+		break;
+	case X86_INS_RDPMC:
+		in->special = SP_RDPMC;
+		break;
+	case X86_INS_RDTSC:
+		in->special = SP_RDTSC;
+		break;
+	case X86_INS_RDTSCP:
+		in->special = SP_RDTSCP;
+		break;
+	case X86_INS_CPUID:
+		in->special = SP_CPUID;
+		break;
+	case X86_INS_HLT:
+		in->special = SP_HLT;
+		break;
+	case X86_INS_INVLPG:
+		in->special = SP_INVLPG;
+		break;
+	case X86_INS_STI:
+		in->special = SP_STI;
+		break;
 	default:
 		break;
 	}
@@ -138,11 +199,11 @@ static void classify(const cs_insn *ci, bool cs64, struct insn *in)
 
 		if (a >= X86_REG_CR0 && a <= X86_REG_CR15) {
 			in->special = SP_MOV_TO_CR;
-			in->crn = (uint8_t)(a - X86_REG_CR0);
+			in->crn = (uint8_t) (a - X86_REG_CR0);
 			in->gpr = insn_uc_reg(b);
 		} else if (b >= X86_REG_CR0 && b <= X86_REG_CR15) {
 			in->special = SP_MOV_FROM_CR;
-			in->crn = (uint8_t)(b - X86_REG_CR0);
+			in->crn = (uint8_t) (b - X86_REG_CR0);
 			in->gpr = insn_uc_reg(a);
 		}
 	}
@@ -150,16 +211,27 @@ static void classify(const cs_insn *ci, bool cs64, struct insn *in)
 		if (x->prefix[0] == X86_PREFIX_REP || x->prefix[0] == X86_PREFIX_REPNE)
 			in->flags |= IC_REP;
 		switch (id) {
-		case X86_INS_MOVSB: case X86_INS_MOVSW: case X86_INS_MOVSD: case X86_INS_MOVSQ:
+		case X86_INS_MOVSB:
+		case X86_INS_MOVSW:
+		case X86_INS_MOVSD:
+		case X86_INS_MOVSQ:
 			in->flags |= IC_LOAD | IC_STORE;
 			in->dla = DLA_RSI;
 			break;
-		case X86_INS_STOSB: case X86_INS_STOSW: case X86_INS_STOSD: case X86_INS_STOSQ:
-		case X86_INS_INSB: case X86_INS_INSW: case X86_INS_INSD:
+		case X86_INS_STOSB:
+		case X86_INS_STOSW:
+		case X86_INS_STOSD:
+		case X86_INS_STOSQ:
+		case X86_INS_INSB:
+		case X86_INS_INSW:
+		case X86_INS_INSD:
 			in->flags |= IC_STORE;
 			in->dla = DLA_RDI;
 			break;
-		case X86_INS_SCASB: case X86_INS_SCASW: case X86_INS_SCASD: case X86_INS_SCASQ:
+		case X86_INS_SCASB:
+		case X86_INS_SCASW:
+		case X86_INS_SCASD:
+		case X86_INS_SCASQ:
 			in->flags |= IC_LOAD;
 			in->dla = DLA_RDI;
 			break;
@@ -170,7 +242,8 @@ static void classify(const cs_insn *ci, bool cs64, struct insn *in)
 		}
 		return;
 	}
-	if (id == X86_INS_LEA || id == X86_INS_NOP || (in->flags & IC_BRANCH && !(in->flags & IC_IND)))
+	if (id == X86_INS_LEA || id == X86_INS_NOP ||
+	    (in->flags & IC_BRANCH && !(in->flags & IC_IND)))
 		return;
 	for (unsigned int i = 0; i < x->op_count; i++) {
 		const cs_x86_op *op = &x->operands[i];
@@ -184,10 +257,10 @@ static void classify(const cs_insn *ci, bool cs64, struct insn *in)
 			in->flags |= IC_LOAD;
 		if (in->dla == DLA_NONE) {
 			in->dla = DLA_MODRM;
-			in->seg = (uint16_t)op->mem.segment;
-			in->base = (uint16_t)op->mem.base;
-			in->index = (uint16_t)op->mem.index;
-			in->scale = (uint8_t)op->mem.scale;
+			in->seg = (uint16_t) op->mem.segment;
+			in->base = (uint16_t) op->mem.base;
+			in->index = (uint16_t) op->mem.index;
+			in->scale = (uint8_t) op->mem.scale;
 			in->disp = op->mem.disp;
 		}
 	}
@@ -209,7 +282,7 @@ int insn_decode(struct emu *emu, uint64_t addr, bool cs64, struct insn *ret)
 		return -EINVAL;
 	memset(ret, 0, sizeof(*ret));
 	ret->addr = addr;
-	ret->len = (uint8_t)ci->size;
+	ret->len = (uint8_t) ci->size;
 	ret->gpr = -1;
 	classify(ci, cs64, ret);
 	cs_free(ci, n);
@@ -294,7 +367,7 @@ int blk_decode(struct emu *emu, uint64_t addr, uint32_t size, bool cs64, struct 
 		free(v);
 	b->addr = addr;
 	b->size = size;
-	b->n = (uint16_t)n;
+	b->n = (uint16_t) n;
 	b->cs64 = cs64;
 	b->hooked = false;
 	b->has_special = false;

@@ -12,29 +12,29 @@
 
 #include "emu-priv.h"
 
-#define RFLAGS_TF	(1ull << 8)
-#define RFLAGS_IF	(1ull << 9)
-#define RFLAGS_NT	(1ull << 14)
-#define RFLAGS_RF	(1ull << 16)
-#define RFLAGS_VM	(1ull << 17)
-#define EFER_LMA	(1ull << 10)
+#define RFLAGS_TF (1ull << 8)
+#define RFLAGS_IF (1ull << 9)
+#define RFLAGS_NT (1ull << 14)
+#define RFLAGS_RF (1ull << 16)
+#define RFLAGS_VM (1ull << 17)
+#define EFER_LMA  (1ull << 10)
 
 static int read_desc(struct emu *emu, uint16_t sel, uint64_t *ret)
 {
 	uc_x86_mmr gdtr;
 
 	if (sel & 4)
-		return -EFAULT;	/* LDT selectors: unsupported */
+		return -EFAULT; /* LDT selectors: unsupported */
 	if (uc_reg_read(emu->uc, UC_X86_REG_GDTR, &gdtr) != UC_ERR_OK)
 		return -EFAULT;
-	if ((uint32_t)(sel & ~7u) + 7 > gdtr.limit)
+	if ((uint32_t) (sel & ~7u) + 7 > gdtr.limit)
 		return -EFAULT;
 	return mmu_read(emu, gdtr.base + (sel & ~7u), ret, 8) < 0 ? -EFAULT : 0;
 }
 
 void emu_refresh_mode(struct emu *emu)
 {
-	uint16_t cs = (uint16_t)emu_reg(emu, UC_X86_REG_CS);
+	uint16_t cs = (uint16_t) emu_reg(emu, UC_X86_REG_CS);
 	uint64_t d;
 
 	emu->cpl = cs & 3;
@@ -75,20 +75,20 @@ static bool unicorn_enter_ring0(struct emu *emu, uint16_t sel)
 	    !(tr.flags & (1u << 15)) || mmu_read(emu, tr.base + 4, &rsp0, 8) < 0)
 		return false;
 	base = (rsp0 & ~15ull) - 128;
-	len = (size_t)(rsp0 - base);
+	len = (size_t) (rsp0 - base);
 	if (len > sizeof(save) || mmu_read(emu, base, save, len) < 0 || !mmu_ensure(emu, base) ||
 	    uc_reg_read(emu->uc, UC_X86_REG_LDTR, &ldtr) != UC_ERR_OK)
 		return false;
 	/* +0 the gate (DPL 3, to +32), +16 a far pointer to LDT selector 7, +24 lcall, +32 int3 */
-	gate_lo = ((base + 32) & 0xffff) | (uint64_t)sel << 16 | 0xecull << 40 |
+	gate_lo = ((base + 32) & 0xffff) | (uint64_t) sel << 16 | 0xecull << 40 |
 		  ((base + 32) >> 16 & 0xffff) << 48;
 	gate_hi = (base + 32) >> 32;
 	memset(code, 0, sizeof(code));
 	memcpy(code, &gate_lo, 8);
 	memcpy(code + 8, &gate_hi, 8);
 	code[20] = 0x07;
-	memcpy(code + 24, "\xff\x1d\xf2\xff\xff\xff", 6);	/* lcall *-14(%rip) */
-	code[32] = 0xcc;	/* int3 */
+	memcpy(code + 24, "\xff\x1d\xf2\xff\xff\xff", 6); /* lcall *-14(%rip) */
+	code[32] = 0xcc;				  /* int3 */
 	if (mmu_write(emu, base, code, sizeof(code)) < 0)
 		return false;
 	ldt = (uc_x86_mmr){ .selector = 0, .base = base, .limit = 15, .flags = 0x8200 };
@@ -101,7 +101,7 @@ static bool unicorn_enter_ring0(struct emu *emu, uint16_t sel)
 	mmu_write(emu, base, save, len);
 	ok = emu->trampoline == 3;
 	emu->trampoline = -1;
-	emu->pf_pending = pf;	/* a fault in there is not the guest's */
+	emu->pf_pending = pf; /* a fault in there is not the guest's */
 	return ok;
 }
 
@@ -116,26 +116,26 @@ int intr_deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t er
 
 	if (uc_reg_read(emu->uc, UC_X86_REG_IDTR, &idtr) != UC_ERR_OK)
 		return -EFAULT;
-	if ((uint64_t)vector * gate_size + gate_size - 1 > idtr.limit)
+	if ((uint64_t) vector * gate_size + gate_size - 1 > idtr.limit)
 		return -EFAULT;
-	if (mmu_read(emu, idtr.base + (uint64_t)vector * gate_size, gate, gate_size) < 0)
+	if (mmu_read(emu, idtr.base + (uint64_t) vector * gate_size, gate, gate_size) < 0)
 		return -EFAULT;
-	type = (unsigned int)(gate[0] >> 40 & 0xf);
+	type = (unsigned int) (gate[0] >> 40 & 0xf);
 	if (!(gate[0] >> 47 & 1) || (type != 0xe && type != 0xf))
 		return -EFAULT;
-	sel = (uint16_t)(gate[0] >> 16);
+	sel = (uint16_t) (gate[0] >> 16);
 	handler = (gate[0] & 0xffff) | (gate[0] >> 32 & 0xffff0000ull);
 	if (lm)
 		handler |= gate[1] << 32;
-	ist = lm ? (unsigned int)(gate[0] >> 32 & 7) : 0;
+	ist = lm ? (unsigned int) (gate[0] >> 32 & 7) : 0;
 	if (read_desc(emu, sel, &desc) < 0 || !(desc >> 47 & 1) || !(desc >> 43 & 1))
 		return -EFAULT;
-	dpl = (unsigned int)(desc >> 45 & 3);
+	dpl = (unsigned int) (desc >> 45 & 3);
 	if (dpl > emu->cpl)
 		return -EFAULT;
 
-	cs = (uint16_t)emu_reg(emu, UC_X86_REG_CS);
-	ss = (uint16_t)emu_reg(emu, UC_X86_REG_SS);
+	cs = (uint16_t) emu_reg(emu, UC_X86_REG_CS);
+	ss = (uint16_t) emu_reg(emu, UC_X86_REG_SS);
 	rsp = emu_reg(emu, UC_X86_REG_RSP);
 	rflags = emu_reg(emu, UC_X86_REG_RFLAGS);
 	if (!lm)
@@ -152,7 +152,7 @@ int intr_deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t er
 			if (dpl < emu->cpl) {
 				if (dpl == 0)
 					unicorn_enter_ring0(emu, sel);
-				emu_set_reg(emu, UC_X86_REG_SS, dpl);	/* null SS, RPL = new CPL */
+				emu_set_reg(emu, UC_X86_REG_SS, dpl); /* null SS, RPL = new CPL */
 			}
 			/* the old stack goes in the frame below */
 			frame[n++] = ss;
@@ -182,14 +182,14 @@ int intr_deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t er
 	frame[n++] = rip;
 	if (has_err)
 		frame[n++] = err;
-	rsp -= (uint64_t)n * wsz;
+	rsp -= (uint64_t) n * wsz;
 	/* lowest address first: reverse push order */
 	for (unsigned int i = 0; i < n; i++) {
 		uint64_t v = frame[n - 1 - i];
 
 		memcpy(buf + i * wsz, &v, wsz);
 	}
-	if (mmu_write(emu, lm ? rsp : rsp & 0xffffffffull, buf, (size_t)n * wsz) < 0)
+	if (mmu_write(emu, lm ? rsp : rsp & 0xffffffffull, buf, (size_t) n * wsz) < 0)
 		return -EFAULT;
 
 	if (sel != cs && load_seg(emu, UC_X86_REG_CS, sel) < 0)
@@ -203,7 +203,8 @@ int intr_deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t er
 	emu->resume_rip = handler;
 	if (emu->pmu && vpmu_lbr_active(emu->pmu)) {
 		/* INT n is a branch: FROM is the instruction, not the return address */
-		uint64_t from = emu->lbr_int_from && emu->lbr_int_ret == rip ? emu->lbr_int_from : rip;
+		uint64_t from =
+			emu->lbr_int_from && emu->lbr_int_ret == rip ? emu->lbr_int_from : rip;
 
 		vpmu_lbr_branch(emu->pmu, from, handler, VPMU_BR_FAR, emu->cpl, emu->lbr_cycles);
 		emu->lbr_cycles = 0;

@@ -13,8 +13,8 @@
 
 #include "emu-priv.h"
 
-#define PAGE		4096ull
-#define RUN_MAX		(2ull << 20)	/* coalesce up to 2 MiB per alias */
+#define PAGE	4096ull
+#define RUN_MAX (2ull << 20) /* coalesce up to 2 MiB per alias */
 
 static struct walk_paging paging(const struct emu *emu)
 {
@@ -52,14 +52,14 @@ static uint64_t apic_read(uc_engine *uc, uint64_t offset, unsigned size, void *d
 {
 	struct emu *emu = data;
 
-	return lapic_mmio_read(&emu->apic, (uint32_t)offset);
+	return lapic_mmio_read(&emu->apic, (uint32_t) offset);
 }
 
 static void apic_write(uc_engine *uc, uint64_t offset, unsigned size, uint64_t value, void *data)
 {
 	struct emu *emu = data;
 
-	lapic_mmio_write(&emu->apic, (uint32_t)offset, (uint32_t)value);
+	lapic_mmio_write(&emu->apic, (uint32_t) offset, (uint32_t) value);
 	/* an LVT unmask, EOI or self-IPI may make an interrupt deliverable */
 	emu->want_stop = true;
 }
@@ -100,8 +100,9 @@ static bool page_fault(struct emu *emu, uint64_t la, bool present, bool write, b
 	emu->pf_pending = true;
 	emu->pf_addr = la;
 	emu->pf_fetch = fetch;
-	emu->pf_err = (present ? 1u : 0) | (write ? 2u : 0) | (emu->cpl == 3 ? 4u : 0) |
-		      (fetch && ((emu->efer & (1ull << 11)) || (emu->cr4 & (1ull << 20))) ? 16u : 0);
+	emu->pf_err =
+		(present ? 1u : 0) | (write ? 2u : 0) | (emu->cpl == 3 ? 4u : 0) |
+		(fetch && ((emu->efer & (1ull << 11)) || (emu->cr4 & (1ull << 20))) ? 16u : 0);
 	return false;
 }
 
@@ -118,27 +119,35 @@ bool mmu_map(struct emu *emu, uint64_t la, bool write, bool fetch)
 		page &= 0xffffffffull;
 	r = walk_translate(&emu->mem_map, &p, page, flags, &w);
 	if (r == -EFAULT && (emu->cr0 >> 31))
-		return page_fault(emu, la, false, write, fetch);	/* not present, or tables outside RAM */
+		return page_fault(emu, la, false, write,
+				  fetch); /* not present, or tables outside RAM */
 	gpa = r == 0 ? w.gpa : page;
 	if (r == -EACCES)
 		return page_fault(emu, la, true, write, fetch);
-	if ((gpa & ~(PAGE - 1)) == (emu->apic.base & ~(PAGE - 1)) && lapic_xapic_enabled(&emu->apic)) {
-		if (overlaps(emu, page, PAGE) ||
-		    uc_mmio_map(emu->uc, page, PAGE, apic_read, emu, apic_write, emu) != UC_ERR_OK) {
-			emu_fatal(emu, "cannot map the local APIC at linear %#llx", (unsigned long long)page);
+	if ((gpa & ~(PAGE - 1)) == (emu->apic.base & ~(PAGE - 1)) &&
+	    lapic_xapic_enabled(&emu->apic)) {
+		if (overlaps(emu, page, PAGE) || uc_mmio_map(emu->uc, page, PAGE, apic_read, emu,
+							     apic_write, emu) != UC_ERR_OK) {
+			emu_fatal(emu, "cannot map the local APIC at linear %#llx",
+				  (unsigned long long) page);
 			return false;
 		}
 		return add_alias(emu, page, PAGE, true, 0, NULL);
 	}
 	if (r < 0 || gpa + PAGE > emu->ram_size) {
-		emu_fatal(emu, "guest %s at linear %#llx reaches guest-physical %#llx, outside the %llu MiB of RAM",
-			  fetch ? "fetch" : write ? "write" : "read", (unsigned long long)la,
-			  (unsigned long long)gpa, (unsigned long long)(emu->ram_size >> 20));
+		emu_fatal(emu,
+			  "guest %s at linear %#llx reaches guest-physical %#llx, outside the %llu "
+			  "MiB of RAM",
+			  fetch	  ? "fetch"
+			  : write ? "write"
+				  : "read",
+			  (unsigned long long) la, (unsigned long long) gpa,
+			  (unsigned long long) (emu->ram_size >> 20));
 		return false;
 	}
 	if (overlaps(emu, page, PAGE)) {
 		emu_fatal(emu, "internal: linear page %#llx is mapped and unmapped at once",
-			  (unsigned long long)page);
+			  (unsigned long long) page);
 		return false;
 	}
 	/* coalesce: the following linear pages while they follow in guest-physical memory */
@@ -148,8 +157,8 @@ bool mmu_map(struct emu *emu, uint64_t la, bool write, bool fetch)
 		uint64_t next = page + run;
 
 		if (emu->cr0 >> 31) {
-			if (walk_translate(&emu->mem_map, &p, next, 0, &w2) < 0 || w2.gpa != gpa + run ||
-			    w2.writable != w.writable)
+			if (walk_translate(&emu->mem_map, &p, next, 0, &w2) < 0 ||
+			    w2.gpa != gpa + run || w2.writable != w.writable)
 				break;
 		} else if (!emu->cs64 && next > 0xffffffffull) {
 			break;
@@ -160,9 +169,10 @@ bool mmu_map(struct emu *emu, uint64_t la, bool write, bool fetch)
 			break;
 		run += PAGE;
 	}
-	prot = (r == 0 && !w.writable && (emu->cr0 >> 31)) ? UC_PROT_READ | UC_PROT_EXEC : UC_PROT_ALL;
+	prot = (r == 0 && !w.writable && (emu->cr0 >> 31)) ? UC_PROT_READ | UC_PROT_EXEC
+							   : UC_PROT_ALL;
 	if (uc_mem_map_ptr(emu->uc, page, run, prot, emu->ram + gpa) != UC_ERR_OK) {
-		emu_fatal(emu, "cannot map linear %#llx onto guest RAM", (unsigned long long)page);
+		emu_fatal(emu, "cannot map linear %#llx onto guest RAM", (unsigned long long) page);
 		return false;
 	}
 	return add_alias(emu, page, run, false, prot, emu->ram + gpa);
@@ -194,7 +204,7 @@ void mmu_settle(struct emu *emu)
 		if (uc_mem_unmap(emu->uc, a->la, a->size) != UC_ERR_OK ||
 		    uc_mem_map_ptr(emu->uc, a->la, a->size, a->prot, a->hva) != UC_ERR_OK) {
 			emu_fatal(emu, "cannot map linear %#llx onto guest RAM again",
-				  (unsigned long long)a->la);
+				  (unsigned long long) a->la);
 			return;
 		}
 	}
@@ -204,7 +214,7 @@ bool mmu_hook_unmapped(uc_engine *uc, uc_mem_type type, uint64_t addr, int size,
 		       void *data)
 {
 	struct emu *emu = data;
-	uint64_t end = addr + (uint64_t)(size > 0 ? size - 1 : 0);
+	uint64_t end = addr + (uint64_t) (size > 0 ? size - 1 : 0);
 
 	if (emu->fatal)
 		return false;
@@ -212,7 +222,8 @@ bool mmu_hook_unmapped(uc_engine *uc, uc_mem_type type, uint64_t addr, int size,
 		return false;
 	/* an access that straddles two pages needs the second one too */
 	if ((end & ~(PAGE - 1)) != (addr & ~(PAGE - 1)) && !overlaps(emu, end & ~(PAGE - 1), PAGE))
-		return mmu_map(emu, end, type == UC_MEM_WRITE_UNMAPPED, type == UC_MEM_FETCH_UNMAPPED);
+		return mmu_map(emu, end, type == UC_MEM_WRITE_UNMAPPED,
+			       type == UC_MEM_FETCH_UNMAPPED);
 	return true;
 }
 

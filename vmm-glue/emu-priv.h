@@ -28,28 +28,39 @@
 #include "vpmu/vpmu.h"
 
 /* Modelled cost (documented in emu.c): 1 cycle per instruction, +1 for a taken branch. */
-#define EMU_CYCLES_PER_INSN	1
-#define EMU_CYCLES_TAKEN	1
-#define EMU_CYCLES_MAX		(EMU_CYCLES_PER_INSN + EMU_CYCLES_TAKEN)
+#define EMU_CYCLES_PER_INSN 1
+#define EMU_CYCLES_TAKEN    1
+#define EMU_CYCLES_MAX	    (EMU_CYCLES_PER_INSN + EMU_CYCLES_TAKEN)
 /* host backends without signals: look for host overflow records every this many blocks */
-#define EMU_POLL_BLOCKS		64
+#define EMU_POLL_BLOCKS 64
 
 /* insn.flags */
-#define IC_BRANCH	(1u << 0)	/* any branch (retires as one) */
-#define IC_COND		(1u << 1)	/* Jcc, LOOP, JCXZ */
-#define IC_CALL		(1u << 2)	/* near call */
-#define IC_RET		(1u << 3)	/* near ret */
-#define IC_IND		(1u << 4)	/* indirect near jmp/call */
-#define IC_FAR		(1u << 5)	/* far branch: LJMP, LCALL, RETF, IRET, INT, SYSCALL... */
-#define IC_LOAD		(1u << 6)
-#define IC_STORE	(1u << 7)
-#define IC_REP		(1u << 8)	/* REP string instruction: one retirement, many iterations */
-#define IC_UNCOND	(1u << 9)	/* always taken */
+#define IC_BRANCH (1u << 0) /* any branch (retires as one) */
+#define IC_COND	  (1u << 1) /* Jcc, LOOP, JCXZ */
+#define IC_CALL	  (1u << 2) /* near call */
+#define IC_RET	  (1u << 3) /* near ret */
+#define IC_IND	  (1u << 4) /* indirect near jmp/call */
+#define IC_FAR	  (1u << 5) /* far branch: LJMP, LCALL, RETF, IRET, INT, SYSCALL... */
+#define IC_LOAD	  (1u << 6)
+#define IC_STORE  (1u << 7)
+#define IC_REP	  (1u << 8) /* REP string instruction: one retirement, many iterations */
+#define IC_UNCOND (1u << 9) /* always taken */
 
 enum special {
 	SP_NONE,
-	SP_RDMSR, SP_WRMSR, SP_RDPMC, SP_RDTSC, SP_RDTSCP, SP_CPUID, SP_HLT,
-	SP_MOV_TO_CR, SP_MOV_FROM_CR, SP_INVLPG, SP_STI, SP_POPF, SP_IRET,
+	SP_RDMSR,
+	SP_WRMSR,
+	SP_RDPMC,
+	SP_RDTSC,
+	SP_RDTSCP,
+	SP_CPUID,
+	SP_HLT,
+	SP_MOV_TO_CR,
+	SP_MOV_FROM_CR,
+	SP_INVLPG,
+	SP_STI,
+	SP_POPF,
+	SP_IRET,
 };
 
 enum dla_kind { DLA_NONE, DLA_MODRM, DLA_PUSH, DLA_POP, DLA_RSI, DLA_RDI };
@@ -57,15 +68,15 @@ enum dla_kind { DLA_NONE, DLA_MODRM, DLA_PUSH, DLA_POP, DLA_RSI, DLA_RDI };
 struct insn {
 	uint64_t addr;
 	uint8_t len;
-	uint8_t special;	/* enum special */
-	uint8_t dla;		/* enum dla_kind: how to compute the data address */
+	uint8_t special; /* enum special */
+	uint8_t dla;	 /* enum dla_kind: how to compute the data address */
 	uint8_t scale;
-	uint16_t flags;		/* IC_* */
-	uint16_t seg, base, index;	/* capstone registers of the memory operand */
+	uint16_t flags;		   /* IC_* */
+	uint16_t seg, base, index; /* capstone registers of the memory operand */
 	int64_t disp;
-	uint8_t crn;		/* MOV CR: the control register */
-	int gpr;		/* MOV CR: Unicorn id of the general register */
-	uint8_t opsize;		/* stack operand size for PUSH/POP */
+	uint8_t crn;	/* MOV CR: the control register */
+	int gpr;	/* MOV CR: Unicorn id of the general register */
+	uint8_t opsize; /* stack operand size for PUSH/POP */
 };
 
 struct blk {
@@ -73,21 +84,21 @@ struct blk {
 	uint32_t size;
 	uint16_t n;
 	bool cs64;
-	bool hooked;		/* its special instructions have code hooks */
+	bool hooked; /* its special instructions have code hooks */
 	bool has_special;
-	struct vpmu_exact_counts sum;	/* all n instructions, none taken */
+	struct vpmu_exact_counts sum; /* all n instructions, none taken */
 	struct insn *insns;
 };
 
-#define BLK_CACHE	4096
+#define BLK_CACHE	  4096
 #define MAX_SPECIAL_HOOKS 1024
-#define MAX_STEP_HOOKS	256
-#define MAX_ALIASES	3000
+#define MAX_STEP_HOOKS	  256
+#define MAX_ALIASES	  3000
 
 struct alias {
 	uint64_t la, size;
 	bool mmio;
-	bool settle;		/* RAM mapped from a hook: map it again from outside (mmu_settle) */
+	bool settle; /* RAM mapped from a hook: map it again from outside (mmu_settle) */
 	uint32_t prot;
 	uint8_t *hva;
 };
@@ -100,7 +111,7 @@ struct emu {
 	uint64_t ram_size;
 	struct guest_region region;
 	struct guest_mem mem;
-	struct guest_region map_regions[2];	/* RAM and the APIC page, for mmu_map */
+	struct guest_region map_regions[2]; /* RAM and the APIC page, for mmu_map */
 	struct guest_mem mem_map;
 	struct vpmu_vcpu *pmu;
 	struct lapic apic;
@@ -110,32 +121,32 @@ struct emu {
 	/* the guest's view of the control registers (Unicorn's differ) */
 	uint64_t cr0, cr2, cr3, cr4, efer;
 	uint64_t misc_enable, pat, tsc_offset;
-	bool cs64;		/* CS is a 64-bit code segment */
+	bool cs64; /* CS is a 64-bit code segment */
 	unsigned int cpl;
 
 	/* events */
 	bool halted;
 	bool nmi_pending, nmi_blocked;
-	bool want_stop;		/* stop at the next block boundary */
-	volatile sig_atomic_t kicked;	/* a host-counter signal (emu_kick): stop and poll */
-	bool host_poll;			/* no signals: look for host overflows between blocks */
-	unsigned int poll_tick;		/* blocks since the last look */
-	bool paging_dirty;	/* drop every alias and translation */
-	int pending_vector;	/* exception to deliver, or -1 */
+	bool want_stop;		      /* stop at the next block boundary */
+	volatile sig_atomic_t kicked; /* a host-counter signal (emu_kick): stop and poll */
+	bool host_poll;		      /* no signals: look for host overflows between blocks */
+	unsigned int poll_tick;	      /* blocks since the last look */
+	bool paging_dirty;	      /* drop every alias and translation */
+	int pending_vector;	      /* exception to deliver, or -1 */
 	bool pending_has_err;
 	uint32_t pending_err;
-	uint64_t pending_rip;	/* the frame's RIP for it */
+	uint64_t pending_rip; /* the frame's RIP for it */
 	bool fatal;
-	bool trace;		/* VPMU_EMU_TRACE set: log hooks to stderr */
+	bool trace; /* VPMU_EMU_TRACE set: log hooks to stderr */
 	char fatal_msg[256];
 
 	/* run control */
 	bool in_run;
-	bool stopped;		/* a hook stopped Unicorn: resume at resume_rip */
+	bool stopped; /* a hook stopped Unicorn: resume at resume_rip */
 	uint64_t resume_rip;
-	bool stepping;		/* the current block is counted one instruction at a time */
-	unsigned int window;	/* step this many instructions, then check interrupts */
-	uc_hook step_hooks[MAX_STEP_HOOKS];	/* code hooks over blocks that were stepped */
+	bool stepping;	     /* the current block is counted one instruction at a time */
+	unsigned int window; /* step this many instructions, then check interrupts */
+	uc_hook step_hooks[MAX_STEP_HOOKS]; /* code hooks over blocks that were stepped */
 	uint64_t step_addr[MAX_STEP_HOOKS];
 	unsigned int nr_step;
 	uc_hook hooks[8];
@@ -161,26 +172,26 @@ struct emu {
 	 */
 	struct vpmu_exact_counts acc;
 	bool acc_valid;
-	uint64_t budget;	/* instructions that can be batched; 0: ask the vPMU */
+	uint64_t budget; /* instructions that can be batched; 0: ask the vPMU */
 
 	/* a guest page fault seen by a memory hook: delivered once Unicorn has stopped */
 	bool pf_pending;
 	uint64_t pf_addr;
-	uint32_t pf_err;	/* #PF error code (SDM Vol. 3A 4.7) */
+	uint32_t pf_err; /* #PF error code (SDM Vol. 3A 4.7) */
 	bool pf_fetch;
 
-	uint64_t until;		/* stop address armed for the next run, 0: none */
-	bool until_arming;	/* the stop that armed it: keep it for the rerun */
-	uint64_t until_next;	/* after a stop before insns[k]: the stop after it */
-	uint64_t until_dla_ip;	/* insns[k] and the address it accesses */
+	uint64_t until;	       /* stop address armed for the next run, 0: none */
+	bool until_arming;     /* the stop that armed it: keep it for the rerun */
+	uint64_t until_next;   /* after a stop before insns[k]: the stop after it */
+	uint64_t until_dla_ip; /* insns[k] and the address it accesses */
 	uint64_t until_dla;
 	/* step-mode counting: `prev` executed, not yet fed */
 	struct insn prev;
 	bool prev_valid;
 	uint64_t prev_dla;
-	uint64_t hook_rip;	/* the next instruction, as a hook saw it */
-	int trampoline;		/* >= 0: Unicorn runs intr_deliver's CPL change; the vector it stopped on */
-	uint64_t lbr_cycles;	/* cycles since the last recorded branch */
+	uint64_t hook_rip; /* the next instruction, as a hook saw it */
+	int trampoline; /* >= 0: Unicorn runs intr_deliver's CPL change; the vector it stopped on */
+	uint64_t lbr_cycles; /* cycles since the last recorded branch */
 	/* INT n / INT3 / INT1 retired: its record is written at delivery, FROM it, if RIP is ret */
 	uint64_t lbr_int_from, lbr_int_ret;
 	uint64_t last_pmi_insns;

@@ -31,10 +31,10 @@
 
 #include "emu-priv.h"
 
-#define RFLAGS_IF	(1ull << 9)
-#define STEP_EXIT_HEADROOM 4096	/* leave step mode with this many events left */
-#define PMI_STORM_MIN	8	/* instructions between PMIs below this... */
-#define PMI_STORM_COUNT	100000	/* ...this many times in a row: a storm */
+#define RFLAGS_IF	   (1ull << 9)
+#define STEP_EXIT_HEADROOM 4096	  /* leave step mode with this many events left */
+#define PMI_STORM_MIN	   8	  /* instructions between PMIs below this... */
+#define PMI_STORM_COUNT	   100000 /* ...this many times in a row: a storm */
 
 void emu_config_init(struct emu_config *cfg)
 {
@@ -89,7 +89,7 @@ void emu_stop(struct emu *emu, uint64_t resume_rip)
 
 void emu_raise(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip)
 {
-	emu->pending_vector = (int)vector;
+	emu->pending_vector = (int) vector;
 	emu->pending_has_err = has_err;
 	emu->pending_err = err;
 	emu->pending_rip = rip;
@@ -135,7 +135,7 @@ void emu_feed_flush(struct emu *emu)
 		vpmu_exact_feed(emu->pmu, &emu->acc);
 		memset(&emu->acc, 0, sizeof(emu->acc));
 	}
-	emu->budget = 0;	/* the guest may change counters next: ask again */
+	emu->budget = 0; /* the guest may change counters next: ask again */
 }
 
 /*
@@ -312,7 +312,7 @@ static uint64_t data_address(struct emu *emu, const struct insn *in)
 	switch (in->dla) {
 	case DLA_MODRM:
 		a = reg_value(emu, in->base, in->addr + in->len) +
-		    reg_value(emu, in->index, 0) * in->scale + (uint64_t)in->disp;
+		    reg_value(emu, in->index, 0) * in->scale + (uint64_t) in->disp;
 		if (in->seg == X86_REG_FS || in->seg == X86_REG_GS)
 			a += reg_value(emu, in->seg, 0);
 		break;
@@ -343,7 +343,7 @@ static bool anything_pending(struct emu *emu)
 static bool window_special(struct emu *emu, const struct insn *in)
 {
 	if (in->special == SP_IRET && emu->nmi_blocked)
-		emu->nmi_blocked = false;	/* NMIs are blocked until the next IRET */
+		emu->nmi_blocked = false; /* NMIs are blocked until the next IRET */
 	if (in->special != SP_STI && in->special != SP_POPF && in->special != SP_IRET)
 		return false;
 	if (!anything_pending(emu))
@@ -358,7 +358,7 @@ static bool step_retired(struct emu *emu, uint64_t next)
 {
 	step_feed_prev(emu, next);
 	if (emu->window && --emu->window == 0) {
-		emu_stop(emu, next);	/* the interrupt window is open now */
+		emu_stop(emu, next); /* the interrupt window is open now */
 		return true;
 	}
 	return false;
@@ -374,7 +374,7 @@ static void hook_step(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 	emu->hook_rip = addr;
 	if (emu->prev_valid) {
 		if ((emu->prev.flags & IC_REP) && addr == emu->prev.addr)
-			return;	/* the next iteration of the same REP instruction */
+			return; /* the next iteration of the same REP instruction */
 		if (step_retired(emu, addr))
 			return;
 	}
@@ -383,11 +383,12 @@ static void hook_step(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 		return;
 	}
 	if (insn_decode(emu, addr, emu->cs64, &in) < 0) {
-		emu_fatal(emu, "cannot decode guest code at %#llx", (unsigned long long)addr);
+		emu_fatal(emu, "cannot decode guest code at %#llx", (unsigned long long) addr);
 		return;
 	}
 	if (in.special && in.special != SP_STI && in.special != SP_POPF && in.special != SP_IRET) {
-		if (cpu_exec_special(emu, &in) && emu->window && --emu->window == 0 && !emu->stopped)
+		if (cpu_exec_special(emu, &in) && emu->window && --emu->window == 0 &&
+		    !emu->stopped)
 			emu_stop(emu, addr + in.len);
 		return;
 	}
@@ -407,7 +408,7 @@ static void hook_special(uc_engine *uc, uint64_t addr, uint32_t size, void *data
 		return;
 	emu->hook_rip = addr;
 	if (emu->trace)
-		fprintf(stderr, "trace: special %#llx\n", (unsigned long long)addr);
+		fprintf(stderr, "trace: special %#llx\n", (unsigned long long) addr);
 	for (k = emu->fed; k < b->n && b->insns[k].addr != addr; k++)
 		;
 	if (k == b->n || !b->insns[k].special)
@@ -415,7 +416,7 @@ static void hook_special(uc_engine *uc, uint64_t addr, uint32_t size, void *data
 	feed_range(emu, b, emu->fed, k, addr);
 	emu->fed = k;
 	if (window_special(emu, &b->insns[k])) {
-		emu_stop(emu, addr);	/* run it and its shadow in step mode */
+		emu_stop(emu, addr); /* run it and its shadow in step mode */
 		return;
 	}
 	if (cpu_exec_special(emu, &b->insns[k]))
@@ -435,17 +436,18 @@ static void install_special_hooks(struct emu *emu, struct blk *b)
 		if (have)
 			continue;
 		if (emu->nr_special == MAX_SPECIAL_HOOKS) {
-			emu->paging_dirty = true;	/* start over with no hooks */
+			emu->paging_dirty = true; /* start over with no hooks */
 			return;
 		}
 		if (uc_hook_add(emu->uc, &emu->special_hooks[emu->nr_special], UC_HOOK_CODE,
-				(void *)hook_special, emu, a, a) != UC_ERR_OK) {
-			emu_fatal(emu, "cannot hook the instruction at %#llx", (unsigned long long)a);
+				(void *) hook_special, emu, a, a) != UC_ERR_OK) {
+			emu_fatal(emu, "cannot hook the instruction at %#llx",
+				  (unsigned long long) a);
 			return;
 		}
 		emu->special_addr[emu->nr_special++] = a;
 		if (emu->trace)
-			fprintf(stderr, "trace: hook special %#llx\n", (unsigned long long)a);
+			fprintf(stderr, "trace: hook special %#llx\n", (unsigned long long) a);
 	}
 	b->hooked = true;
 }
@@ -472,7 +474,7 @@ static int overflow_index(struct emu *emu, const struct blk *b)
 	for (unsigned int i = 0; i + 1 < b->n; i++) {
 		insn_count(&b->insns[i], false, &c);
 		if (vpmu_exact_would_overflow(emu->pmu, &c))
-			return (int)i;
+			return (int) i;
 	}
 	return -1;
 }
@@ -492,7 +494,7 @@ static bool arm_until(struct emu *emu, const struct blk *b)
 		return false;
 	k = overflow_index(emu, b);
 	if (k < 0)
-		return true;	/* handled: nothing to stop for */
+		return true; /* handled: nothing to stop for */
 	if (b->insns[k].flags & IC_REP)
 		return false;
 	emu->until = b->insns[k + 1].addr;
@@ -512,12 +514,12 @@ static bool arm_until(struct emu *emu, const struct blk *b)
 static void hook_block_for_steps(struct emu *emu, struct blk *b)
 {
 	if (emu->nr_step == MAX_STEP_HOOKS) {
-		emu->paging_dirty = true;	/* start over with no hooks */
+		emu->paging_dirty = true; /* start over with no hooks */
 		return;
 	}
-	if (uc_hook_add(emu->uc, &emu->step_hooks[emu->nr_step], UC_HOOK_CODE, (void *)hook_step, emu,
-			b->addr, b->addr + b->size - 1) != UC_ERR_OK) {
-		emu_fatal(emu, "cannot hook the block at %#llx", (unsigned long long)b->addr);
+	if (uc_hook_add(emu->uc, &emu->step_hooks[emu->nr_step], UC_HOOK_CODE, (void *) hook_step,
+			emu, b->addr, b->addr + b->size - 1) != UC_ERR_OK) {
+		emu_fatal(emu, "cannot hook the block at %#llx", (unsigned long long) b->addr);
 		return;
 	}
 	emu->step_addr[emu->nr_step++] = b->addr;
@@ -531,9 +533,9 @@ static void hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 	bool step, near;
 
 	if (emu->trampoline >= 0)
-		return;	/* not guest code: intr_deliver's CPL change */
+		return; /* not guest code: intr_deliver's CPL change */
 	if (emu->trace)
-		fprintf(stderr, "trace: block %#llx+%u\n", (unsigned long long)addr, size);
+		fprintf(stderr, "trace: block %#llx+%u\n", (unsigned long long) addr, size);
 	emu->hook_rip = addr;
 	if (emu->prev_valid && !((emu->prev.flags & IC_REP) && addr == emu->prev.addr) &&
 	    step_retired(emu, addr))
@@ -555,7 +557,8 @@ static void hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 	b = &emu->blocks[(addr ^ addr >> 12) % BLK_CACHE];
 	if (!b->insns || b->addr != addr || b->size != size || b->cs64 != emu->cs64) {
 		if (blk_decode(emu, addr, size, emu->cs64, b) < 0) {
-			emu_fatal(emu, "cannot decode guest code at %#llx", (unsigned long long)addr);
+			emu_fatal(emu, "cannot decode guest code at %#llx",
+				  (unsigned long long) addr);
 			return;
 		}
 	}
@@ -572,11 +575,11 @@ static void hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 	near = false;
 	if (!emu->until && emu->pmu && b->n >= emu->budget) {
 		emu_feed_flush(emu);
-		near = vpmu_exact_headroom(emu->pmu) <= (uint64_t)b->n * EMU_CYCLES_MAX;
+		near = vpmu_exact_headroom(emu->pmu) <= (uint64_t) b->n * EMU_CYCLES_MAX;
 	}
 	if (near && !emu->window && !emu->prev_valid && !b->has_special) {
 		if (emu->stopped)
-			return;		/* arm_until stopped before: rerun */
+			return; /* arm_until stopped before: rerun */
 		if (arm_until(emu, b)) {
 			if (!emu->stopped) {
 				emu->cur = b;
@@ -585,7 +588,7 @@ static void hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 			return;
 		}
 	}
-	step = emu->window || near || emu->prev_valid;	/* a stepped REP instruction goes on */
+	step = emu->window || near || emu->prev_valid; /* a stepped REP instruction goes on */
 	if (step) {
 		if (!listed(emu->step_addr, emu->nr_step, addr)) {
 			hook_block_for_steps(emu, b);
@@ -636,7 +639,7 @@ static void hook_intr(uc_engine *uc, uint32_t intno, void *data)
 	bool trap = intno == 3 || intno == 4 || intno >= 32;
 
 	if (emu->trampoline >= 0) {
-		emu->trampoline = (int)intno;
+		emu->trampoline = (int) intno;
 		uc_emu_stop(uc);
 		return;
 	}
@@ -652,7 +655,7 @@ static bool hook_invalid(uc_engine *uc, void *data)
 
 	retire_to(emu, rip, false);
 	emu->st.exceptions++;
-	emu_raise(emu, 6, false, 0, rip);	/* #UD */
+	emu_raise(emu, 6, false, 0, rip); /* #UD */
 	return false;
 }
 
@@ -664,7 +667,7 @@ static uint32_t hook_in(uc_engine *uc, uint32_t port, int size, void *data)
 	emu->st.io_exits++;
 	if (emu->plat.exited || emu->fatal)
 		return 0;
-	if (platform_io(&emu->plat, (uint16_t)port, (unsigned int)size, false, &v) < 0)
+	if (platform_io(&emu->plat, (uint16_t) port, (unsigned int) size, false, &v) < 0)
 		emu_fatal(emu, "guest read from I/O port %#x, where no device is", port);
 	return v;
 }
@@ -676,10 +679,10 @@ static void hook_out(uc_engine *uc, uint32_t port, int size, uint32_t value, voi
 	emu->st.io_exits++;
 	if (emu->plat.exited || emu->fatal)
 		return;
-	if (platform_io(&emu->plat, (uint16_t)port, (unsigned int)size, true, &value) < 0)
+	if (platform_io(&emu->plat, (uint16_t) port, (unsigned int) size, true, &value) < 0)
 		emu_fatal(emu, "guest wrote %#x to I/O port %#x, where no device is", value, port);
 	if (emu->plat.exited) {
-		emu->plat.serial_out = NULL;	/* it has exited: nothing more is printed */
+		emu->plat.serial_out = NULL; /* it has exited: nothing more is printed */
 		uc_emu_stop(uc);
 	}
 }
@@ -701,9 +704,10 @@ static void pmi_cb(void *data, struct vpmu_vcpu *vcpu)
 	emu->st.pmis++;
 	if (emu->st.instructions - emu->last_pmi_insns < PMI_STORM_MIN) {
 		if (++emu->storm > PMI_STORM_COUNT)
-			emu_fatal(emu, "PMI storm: %u PMIs in a row fewer than %u instructions apart "
-				  "(a counter re-armed too close to overflow?)", PMI_STORM_COUNT,
-				  PMI_STORM_MIN);
+			emu_fatal(emu,
+				  "PMI storm: %u PMIs in a row fewer than %u instructions apart "
+				  "(a counter re-armed too close to overflow?)",
+				  PMI_STORM_COUNT, PMI_STORM_MIN);
 	} else {
 		emu->storm = 0;
 	}
@@ -716,7 +720,7 @@ static int regs_cb(void *data, struct vpmu_vcpu *vcpu, struct vpmu_guest_regs *r
 	static const int gprs[16] = {
 		UC_X86_REG_RAX, UC_X86_REG_RCX, UC_X86_REG_RDX, UC_X86_REG_RBX,
 		UC_X86_REG_RSP, UC_X86_REG_RBP, UC_X86_REG_RSI, UC_X86_REG_RDI,
-		UC_X86_REG_R8, UC_X86_REG_R9, UC_X86_REG_R10, UC_X86_REG_R11,
+		UC_X86_REG_R8,	UC_X86_REG_R9,	UC_X86_REG_R10, UC_X86_REG_R11,
 		UC_X86_REG_R12, UC_X86_REG_R13, UC_X86_REG_R14, UC_X86_REG_R15,
 	};
 	struct emu *emu = data;
@@ -748,11 +752,13 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 	int r;
 
 	if (!cfg->mem_size || cfg->mem_size & 0xfff || cfg->mem_size > (64ull << 30)) {
-		snprintf(err, errlen, "RAM size must be a multiple of 4 KiB between 4 KiB and 64 GiB");
+		snprintf(err, errlen,
+			 "RAM size must be a multiple of 4 KiB between 4 KiB and 64 GiB");
 		return -EINVAL;
 	}
 	if (cfg->mem_size > 0xfee00000ull) {
-		snprintf(err, errlen, "RAM above 0xfee00000 would overlap the local APIC: use at most 4070 MiB");
+		snprintf(err, errlen,
+			 "RAM above 0xfee00000 would overlap the local APIC: use at most 4070 MiB");
 		return -EINVAL;
 	}
 	emu = calloc(1, sizeof(*emu));
@@ -765,13 +771,13 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 	emu->pending_vector = -1;
 	emu->trampoline = -1;
 	emu->ram_size = cfg->mem_size;
-	emu->ram = mmap(NULL, emu->ram_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
-			MAP_NORESERVE, -1, 0);
+	emu->ram = mmap(NULL, emu->ram_size, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (emu->ram == MAP_FAILED) {
 		emu->ram = NULL;
 		emu_free(emu);
 		snprintf(err, errlen, "cannot allocate %llu MiB of guest RAM",
-			 (unsigned long long)(cfg->mem_size >> 20));
+			 (unsigned long long) (cfg->mem_size >> 20));
 		return -ENOMEM;
 	}
 	emu->region.gpa = 0;
@@ -792,19 +798,19 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 	lapic_reset(&emu->apic, 0);
 	platform_init(&emu->plat, cfg->serial_out, cfg->mem_size, 1);
 	emu->pat = 0x0007040600070406ull;
-	emu->misc_enable = 1;	/* fast strings */
+	emu->misc_enable = 1; /* fast strings */
 
 	if (cfg->pmu) {
 		vpmu_config_init(&vc);
 		vc.model = cfg->model;
-		vc.backend = (enum vpmu_backend)cfg->pmu_backend;
+		vc.backend = (enum vpmu_backend) cfg->pmu_backend;
 		vc.signo = cfg->pmu_signo;
 		vc.pmi = pmi_cb;
 		vc.pmi_data = emu;
 		vc.regs = regs_cb;
 		vc.regs_data = emu;
 		vc.filter = cfg->pmu_filter;
-		vc.linear_bits = 48;	/* Unicorn has no 5-level paging: CPUID.80000008H says 48 */
+		vc.linear_bits = 48; /* Unicorn has no 5-level paging: CPUID.80000008H says 48 */
 		/* errors come back as codes; vpmu-vmm prints its own line for them */
 		vc.log = cfg->pmu_log;
 		vc.log_data = cfg->pmu_log_data;
@@ -812,8 +818,11 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 		r = vpmu_vcpu_new(&vc, &emu->pmu);
 		emu->host_poll = cfg->pmu_backend != VPMU_BACKEND_EXACT && cfg->pmu_signo == -1;
 		if (r < 0) {
-			snprintf(err, errlen, r == -ENOENT ? "unknown CPU model '%s' (vpmu-vmm --help lists them)"
-							   : "cannot create the vPMU for '%s'", cfg->model);
+			snprintf(err, errlen,
+				 r == -ENOENT
+					 ? "unknown CPU model '%s' (vpmu-vmm --help lists them)"
+					 : "cannot create the vPMU for '%s'",
+				 cfg->model);
 			emu_free(emu);
 			return r;
 		}
@@ -822,7 +831,8 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 		region.hva = emu->ram;
 		vpmu_vcpu_set_memory(emu->pmu, &region, 1);
 	} else if (vpmu_model_find(cfg->model) < 0) {
-		snprintf(err, errlen, "unknown CPU model '%s' (vpmu-vmm --help lists them)", cfg->model);
+		snprintf(err, errlen, "unknown CPU model '%s' (vpmu-vmm --help lists them)",
+			 cfg->model);
 		emu_free(emu);
 		return -ENOENT;
 	}
@@ -848,24 +858,25 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 	}
 	cs_option(emu->csh64, CS_OPT_DETAIL, CS_OPT_ON);
 	cs_option(emu->csh32, CS_OPT_DETAIL, CS_OPT_ON);
-	ue = uc_hook_add(emu->uc, &emu->hooks[0], UC_HOOK_BLOCK, (void *)hook_block, emu, 1, 0);
+	ue = uc_hook_add(emu->uc, &emu->hooks[0], UC_HOOK_BLOCK, (void *) hook_block, emu, 1, 0);
 	if (ue == UC_ERR_OK)
-		ue = uc_hook_add(emu->uc, &emu->hooks[1], UC_HOOK_INTR, (void *)hook_intr, emu, 1, 0);
+		ue = uc_hook_add(emu->uc, &emu->hooks[1], UC_HOOK_INTR, (void *) hook_intr, emu, 1,
+				 0);
 	if (ue == UC_ERR_OK)
-		ue = uc_hook_add(emu->uc, &emu->hooks[2], UC_HOOK_INSN_INVALID, (void *)hook_invalid,
-				 emu, 1, 0);
+		ue = uc_hook_add(emu->uc, &emu->hooks[2], UC_HOOK_INSN_INVALID,
+				 (void *) hook_invalid, emu, 1, 0);
 	if (ue == UC_ERR_OK)
-		ue = uc_hook_add(emu->uc, &emu->hooks[3], UC_HOOK_INSN, (void *)hook_in, emu, 1, 0,
+		ue = uc_hook_add(emu->uc, &emu->hooks[3], UC_HOOK_INSN, (void *) hook_in, emu, 1, 0,
 				 UC_X86_INS_IN);
 	if (ue == UC_ERR_OK)
-		ue = uc_hook_add(emu->uc, &emu->hooks[4], UC_HOOK_INSN, (void *)hook_out, emu, 1, 0,
-				 UC_X86_INS_OUT);
+		ue = uc_hook_add(emu->uc, &emu->hooks[4], UC_HOOK_INSN, (void *) hook_out, emu, 1,
+				 0, UC_X86_INS_OUT);
 	if (ue == UC_ERR_OK)
 		ue = uc_hook_add(emu->uc, &emu->hooks[5], UC_HOOK_MEM_UNMAPPED,
-				 (void *)mmu_hook_unmapped, emu, 1, 0);
+				 (void *) mmu_hook_unmapped, emu, 1, 0);
 	if (ue == UC_ERR_OK)
 		ue = uc_hook_add(emu->uc, &emu->hooks[6], UC_HOOK_MEM_WRITE_PROT,
-				 (void *)mmu_hook_prot, emu, 1, 0);
+				 (void *) mmu_hook_prot, emu, 1, 0);
 	if (ue != UC_ERR_OK) {
 		snprintf(err, errlen, "cannot hook Unicorn: %s", uc_strerror(ue));
 		emu_free(emu);
@@ -954,16 +965,17 @@ int emu_boot(struct emu *emu, const struct vmm_boot *boot, uint64_t arg, char *e
 	uc_reg_write(emu->uc, UC_X86_REG_IDTR, &idtr);
 	emu_set_reg(emu, UC_X86_REG_RFLAGS, 2);
 	if (boot->kind == VMM_BOOT_ELF64) {
-		emu->cr0 = 0x80050033;	/* PG AM WP NE ET MP PE */
+		emu->cr0 = 0x80050033; /* PG AM WP NE ET MP PE */
 		emu->cr3 = boot->cr3;
-		emu->cr4 = 0x620;	/* OSXMMEXCPT OSFXSR PAE */
-		emu->efer = 0x500;	/* LMA LME */
+		emu->cr4 = 0x620;  /* OSXMMEXCPT OSFXSR PAE */
+		emu->efer = 0x500; /* LMA LME */
 		emu->cs64 = true;
 		/* Unicorn keeps CR0.PG clear: it then runs IA-32e code on linear = physical */
 		emu_set_reg(emu, UC_X86_REG_CR0, emu->cr0 & ~(1ull << 31));
 		emu_set_reg(emu, UC_X86_REG_CR4, emu->cr4);
 		if (load_segments(emu, boot->gdt, 23, 0x08, 0x10) < 0) {
-			snprintf(err, errlen, "%s", emu->fatal ? emu->fatal_msg : "cannot load the boot GDT");
+			snprintf(err, errlen, "%s",
+				 emu->fatal ? emu->fatal_msg : "cannot load the boot GDT");
 			return -EFAULT;
 		}
 		emu_set_reg(emu, UC_X86_REG_RSP, boot->stack);
@@ -979,7 +991,7 @@ int emu_boot(struct emu *emu, const struct vmm_boot *boot, uint64_t arg, char *e
 		static const uint64_t gdt[3] = { 0, 0x00cf9a000000ffffull, 0x00cf92000000ffffull };
 		uint64_t at = (boot->free_start + 15) & ~15ull, stub = at + sizeof(gdt);
 		uint8_t code[12] = { 0xff, 0x2d, 0, 0, 0, 0 };
-		uint32_t entry = (uint32_t)boot->entry;
+		uint32_t entry = (uint32_t) boot->entry;
 		uint16_t sel = 0x08;
 
 		if (stub + sizeof(code) > emu->ram_size) {
@@ -990,11 +1002,11 @@ int emu_boot(struct emu *emu, const struct vmm_boot *boot, uint64_t arg, char *e
 		memcpy(code + 10, &sel, 2);
 		memcpy(emu->ram + at, gdt, sizeof(gdt));
 		memcpy(emu->ram + stub, code, sizeof(code));
-		emu->cr0 = 0x11;	/* ET PE */
+		emu->cr0 = 0x11; /* ET PE */
 		emu->cr3 = 0;
 		emu->cr4 = 0;
 		emu->efer = 0;
-		emu->cs64 = true;	/* the stub */
+		emu->cs64 = true; /* the stub */
 		emu_set_reg(emu, UC_X86_REG_CR0, 0x11);
 		emu_set_reg(emu, UC_X86_REG_CR4, 0x20);
 		{
@@ -1055,7 +1067,8 @@ static uint64_t faulting_insn(struct emu *emu)
 		const struct insn *in = &b->insns[j];
 		uint64_t a;
 
-		/* a write fault comes from an instruction that writes memory, a read one that reads */
+		/* a write fault comes from an instruction that writes memory, a read one that reads
+		 */
 		if (in->dla == DLA_NONE || !(in->flags & (emu->pf_err & 2 ? IC_STORE : IC_LOAD)))
 			continue;
 		if (!first)
@@ -1075,7 +1088,7 @@ static void pf_deliver(struct emu *emu)
 
 	emu->pf_pending = false;
 	if (emu->stepping)
-		emu->prev_valid = false;	/* the faulting instruction did not retire */
+		emu->prev_valid = false; /* the faulting instruction did not retire */
 	else
 		retire_to(emu, rip, false);
 	emu->cur = NULL;
@@ -1093,8 +1106,10 @@ static void deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t
 		return;
 	if (vector != 8 && intr_deliver(emu, 8, true, 0, rip) == 0)
 		return;
-	emu_fatal(emu, "guest triple fault: delivering vector %u at rip %#llx failed, and so did #DF "
-		  "(no valid IDT entry or stack?)", vector, (unsigned long long)rip);
+	emu_fatal(emu,
+		  "guest triple fault: delivering vector %u at rip %#llx failed, and so did #DF "
+		  "(no valid IDT entry or stack?)",
+		  vector, (unsigned long long) rip);
 }
 
 int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
@@ -1113,7 +1128,7 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 		if (!emu->fatal && emu->cfg.max_instructions &&
 		    emu->st.instructions > emu->cfg.max_instructions)
 			emu_fatal(emu, "the guest ran past %llu instructions without exiting",
-				  (unsigned long long)emu->cfg.max_instructions);
+				  (unsigned long long) emu->cfg.max_instructions);
 		if (emu->fatal) {
 			if (emu->pmu)
 				emu_feed_flush(emu);
@@ -1121,7 +1136,7 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 			return -EFAULT;
 		}
 		if (emu->pending_vector >= 0) {
-			unsigned int vec = (unsigned int)emu->pending_vector;
+			unsigned int vec = (unsigned int) emu->pending_vector;
 
 			emu->pending_vector = -1;
 			if (vec == 14)
@@ -1142,16 +1157,17 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 				continue;
 			}
 			if ((rflags & RFLAGS_IF) && (v = lapic_pending(&emu->apic)) >= 0) {
-				lapic_ack(&emu->apic, (uint8_t)v);
+				lapic_ack(&emu->apic, (uint8_t) v);
 				emu->halted = false;
 				emu->st.interrupts++;
-				deliver(emu, (unsigned int)v, false, 0, emu->resume_rip);
+				deliver(emu, (unsigned int) v, false, 0, emu->resume_rip);
 				continue;
 			}
 		}
 		if (emu->halted) {
-			emu_fatal(emu, "guest halted at rip %#llx with nothing that can wake it (%s)",
-				  (unsigned long long)emu->resume_rip,
+			emu_fatal(emu,
+				  "guest halted at rip %#llx with nothing that can wake it (%s)",
+				  (unsigned long long) emu->resume_rip,
 				  rflags & RFLAGS_IF ? "no interrupt pending, and there is no timer"
 						     : "interrupts disabled");
 			continue;
@@ -1179,9 +1195,9 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 				emu->st.kicks++;
 			}
 			emu_feed_flush(emu);
-			vpmu_vcpu_sync(emu->pmu);	/* polls the host counters too */
+			vpmu_vcpu_sync(emu->pmu); /* polls the host counters too */
 			if (emu->want_stop)
-				continue;	/* it raised a PMI: deliver it before running on */
+				continue; /* it raised a PMI: deliver it before running on */
 		}
 		emu->stopped = false;
 		emu->cur = NULL;
@@ -1189,8 +1205,9 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 		emu->stepping = false;
 		emu->in_run = true;
 		if (emu->trace)
-			fprintf(stderr, "trace: run at %#llx until %#llx%s\n", (unsigned long long)emu->resume_rip, (unsigned long long)emu->until,
-				emu->stepping ? " stepping" : "");
+			fprintf(stderr, "trace: run at %#llx until %#llx%s\n",
+				(unsigned long long) emu->resume_rip,
+				(unsigned long long) emu->until, emu->stepping ? " stepping" : "");
 		mmu_settle(emu);
 		/*
 		 * A translated block that holds the stop address runs past it:
@@ -1207,14 +1224,14 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 			continue;
 		}
 		/* a stop armed in this run is for the rerun; any other stop drops the old one */
-		if (!emu->until_arming && (emu->stopped || emu->fatal || emu->plat.exited ||
-					   emu->pending_vector >= 0))
+		if (!emu->until_arming &&
+		    (emu->stopped || emu->fatal || emu->plat.exited || emu->pending_vector >= 0))
 			emu->until = 0;
 		if (emu->fatal || emu->plat.exited || emu->pending_vector >= 0)
 			continue;
 		if (ue != UC_ERR_OK) {
 			emu_fatal(emu, "emulation stopped near rip %#llx: %s",
-				  (unsigned long long)emu->hook_rip, uc_strerror(ue));
+				  (unsigned long long) emu->hook_rip, uc_strerror(ue));
 			continue;
 		}
 		if (!emu->stopped) {
@@ -1223,7 +1240,7 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 			bool at_until = emu->until && rip == emu->until;
 
 			emu->resume_rip = rip;
-			emu->hook_rip = rip;	/* PEBS records report the state here */
+			emu->hook_rip = rip; /* PEBS records report the state here */
 			retire_to(emu, rip, false);
 			if (at_until && emu->until_next) {
 				/* before the overflowing memory instruction: take its address */

@@ -20,36 +20,36 @@ struct emu;
 struct vpmu_vcpu;
 
 struct emu_config {
-	const char *model;	/* guest CPU model (vpmu model name) */
-	uint64_t mem_size;	/* bytes of RAM, a multiple of 4 KiB */
-	bool pmu;		/* attach the vPMU (false: no PMU, nothing counted) */
-	FILE *serial_out;	/* guest serial output */
-	uint64_t max_instructions; /* stop with an error past this many; 0 = no limit */
+	const char *model;		      /* guest CPU model (vpmu model name) */
+	uint64_t mem_size;		      /* bytes of RAM, a multiple of 4 KiB */
+	bool pmu;			      /* attach the vPMU (false: no PMU, nothing counted) */
+	FILE *serial_out;		      /* guest serial output */
+	uint64_t max_instructions;	      /* stop with an error past this many; 0 = no limit */
 	const struct vpmu_filter *pmu_filter; /* NULL: the default policy; outlives the emu */
-	int pmu_backend;	/* VPMU_BACKEND_EXACT (default) or VPMU_BACKEND_TIME */
-	int pmu_signo;		/* the time backend's overflow signal (vpmu_config.signo); -1:
-				   none, the emulator looks for host overflows between blocks */
-	vpmu_log_fn pmu_log;	/* the vPMU's warnings and errors; NULL: none */
+	int pmu_backend;     /* VPMU_BACKEND_EXACT (default) or VPMU_BACKEND_TIME */
+	int pmu_signo;	     /* the time backend's overflow signal (vpmu_config.signo); -1:
+				none, the emulator looks for host overflows between blocks */
+	vpmu_log_fn pmu_log; /* the vPMU's warnings and errors; NULL: none */
 	void *pmu_log_data;
 };
 
 struct emu_stats {
-	uint64_t instructions;	/* retired guest instructions */
-	uint64_t cycles;	/* modelled core cycles (= guest TSC ticks) */
-	uint64_t blocks;	/* translated-block entries counted in bulk */
-	uint64_t stepped;	/* instructions counted one by one */
-	uint64_t step_entries;	/* switches into single-step mode */
-	uint64_t until_stops;	/* overflows located by stopping after their instruction */
-	uint64_t tb_flushes;	/* every translation dropped (paging changes) */
-	uint64_t tb_removals;	/* one block's translations dropped (new hooks) */
-	uint64_t aliases;	/* guest-linear ranges mapped onto RAM */
+	uint64_t instructions; /* retired guest instructions */
+	uint64_t cycles;       /* modelled core cycles (= guest TSC ticks) */
+	uint64_t blocks;       /* translated-block entries counted in bulk */
+	uint64_t stepped;      /* instructions counted one by one */
+	uint64_t step_entries; /* switches into single-step mode */
+	uint64_t until_stops;  /* overflows located by stopping after their instruction */
+	uint64_t tb_flushes;   /* every translation dropped (paging changes) */
+	uint64_t tb_removals;  /* one block's translations dropped (new hooks) */
+	uint64_t aliases;      /* guest-linear ranges mapped onto RAM */
 	uint64_t alias_flushes;
 	uint64_t msr_exits, cpuid_exits, io_exits, rdpmc_exits;
 	uint64_t interrupts, nmis, exceptions;
-	uint64_t page_faults;	/* #PF delivered to the guest */
-	uint64_t pmis;		/* PMIs delivered through the LVT */
-	uint64_t kicks;		/* host-counter overflows that stopped the guest to poll the vPMU
-				   (a signal, emu_kick, or a record found between blocks) */
+	uint64_t page_faults; /* #PF delivered to the guest */
+	uint64_t pmis;	      /* PMIs delivered through the LVT */
+	uint64_t kicks;	      /* host-counter overflows that stopped the guest to poll the vPMU
+				 (a signal, emu_kick, or a record found between blocks) */
 };
 
 void emu_config_init(struct emu_config *cfg);

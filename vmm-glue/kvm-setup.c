@@ -6,11 +6,11 @@
 #include "kvm-setup.h"
 #include "msr-index.h"
 
-#define MSRS_PER_RANGE	(KVM_PLAN_BITMAP_BYTES * 8u)
+#define MSRS_PER_RANGE (KVM_PLAN_BITMAP_BYTES * 8u)
 
 static int cmp_u32(const void *a, const void *b)
 {
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	uint32_t x = *(const uint32_t *) a, y = *(const uint32_t *) b;
 
 	return x < y ? -1 : x > y;
 }
@@ -49,7 +49,7 @@ int kvm_msr_filter_build(const uint32_t *msrs, size_t n, struct kvm_msr_filter_p
 		/* a set bit allows the access: allow all, then deny the PMU's */
 		memset(bm, 0xff, (r->nmsrs + 7) / 8);
 		for (; i < n && sorted[i] <= last; i++)
-			bm[(sorted[i] - base) / 8] &= (uint8_t)~(1u << ((sorted[i] - base) % 8));
+			bm[(sorted[i] - base) / 8] &= (uint8_t) ~(1u << ((sorted[i] - base) % 8));
 	}
 	free(sorted);
 	return 0;
@@ -73,8 +73,9 @@ bool kvm_msr_filter_denies(const struct kvm_msr_filter *f, uint32_t msr, bool wr
 /* Leaves whose output depends on ECX (SDM Vol. 2A CPUID, Table 3-8). */
 static bool indexed_leaf(uint32_t function)
 {
-	static const uint32_t leaves[] = { 0x4, 0x7, 0xb, 0xd, 0xf, 0x10, 0x12, 0x14, 0x17,
-					   0x18, 0x1d, 0x1e, 0x1f, 0x20, 0x23, 0x24, 0x8000001d };
+	static const uint32_t leaves[] = { 0x4,	 0x7,  0xb,  0xd,  0xf,	      0x10,
+					   0x12, 0x14, 0x17, 0x18, 0x1d,      0x1e,
+					   0x1f, 0x20, 0x23, 0x24, 0x8000001d };
 
 	for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++)
 		if (leaves[i] == function)
@@ -97,8 +98,8 @@ int kvm_cpuid_build(const struct vpmu_vcpu *vcpu, const struct kvm_cpuid_entry2 
 	}
 	for (size_t i = 0; i < nr_supported; i++)
 		e[i] = (struct vpmu_cpuid_entry){ supported[i].function, supported[i].index,
-						  supported[i].eax, supported[i].ebx,
-						  supported[i].ecx, supported[i].edx };
+						  supported[i].eax,	 supported[i].ebx,
+						  supported[i].ecx,	 supported[i].edx };
 	r = vpmu_cpuid_patch(vcpu, e, &nr, capacity);
 	if (r < 0) {
 		free(e);
@@ -108,8 +109,9 @@ int kvm_cpuid_build(const struct vpmu_vcpu *vcpu, const struct kvm_cpuid_entry2 
 		struct kvm_cpuid_entry2 *k = &ret[i];
 
 		/* the host's entries keep their flags; appended PMU leaves get theirs here */
-		uint32_t flags = i < nr_supported ? supported[i].flags :
-			indexed_leaf(e[i].function) ? KVM_CPUID_FLAG_SIGNIFCANT_INDEX : 0;
+		uint32_t flags = i < nr_supported	       ? supported[i].flags
+				 : indexed_leaf(e[i].function) ? KVM_CPUID_FLAG_SIGNIFCANT_INDEX
+							       : 0;
 
 		memset(k, 0, sizeof(*k));
 		k->function = e[i].function;
@@ -128,7 +130,7 @@ int kvm_cpuid_build(const struct vpmu_vcpu *vcpu, const struct kvm_cpuid_entry2 
 			k->ecx &= ~(1u << 24);
 	}
 	free(e);
-	return (int)nr;
+	return (int) nr;
 }
 
 int kvm_pmi_msi(uint32_t lvt, uint32_t apic_id, struct kvm_msi *ret)
@@ -137,22 +139,22 @@ int kvm_pmi_msi(uint32_t lvt, uint32_t apic_id, struct kvm_msi *ret)
 	uint32_t data;
 
 	if (apic_id > 0xff)
-		return -EINVAL;	/* the xAPIC MSI address holds an 8-bit destination */
+		return -EINVAL; /* the xAPIC MSI address holds an 8-bit destination */
 	vpmu_lvt_decode(lvt, &l);
 	switch (l.action) {
 	case VPMU_LVT_NMI:
-		data = 4u << 8;		/* delivery mode 100b; the vector is ignored */
+		data = 4u << 8; /* delivery mode 100b; the vector is ignored */
 		break;
 	case VPMU_LVT_FIXED:
-		data = l.vector;	/* delivery mode 000b */
+		data = l.vector; /* delivery mode 000b */
 		break;
 	default:
 		return lvt & (1u << 16) ? -EAGAIN : -EINVAL;
 	}
 	memset(ret, 0, sizeof(*ret));
-	ret->address_lo = 0xfee00000u | apic_id << 12;	/* RH = 0, DM = 0: physical */
+	ret->address_lo = 0xfee00000u | apic_id << 12; /* RH = 0, DM = 0: physical */
 	ret->address_hi = 0;
-	ret->data = data;	/* trigger mode 0: edge */
+	ret->data = data; /* trigger mode 0: edge */
 	return 0;
 }
 
@@ -165,6 +167,7 @@ size_t kvm_rdpmc_shadow(struct vpmu_vcpu *vcpu, struct kvm_msr_entry *ret, size_
 	for (uint32_t i = 0; n < capacity && vpmu_rdpmc_peek(vcpu, i, &v) == 0; i++)
 		ret[n++] = (struct kvm_msr_entry){ .index = MSR_IA32_PMC0 + i, .data = v };
 	for (uint32_t i = 0; n < capacity && vpmu_rdpmc_peek(vcpu, 1u << 30 | i, &v) == 0; i++)
-		ret[n++] = (struct kvm_msr_entry){ .index = MSR_CORE_PERF_FIXED_CTR0 + i, .data = v };
+		ret[n++] =
+			(struct kvm_msr_entry){ .index = MSR_CORE_PERF_FIXED_CTR0 + i, .data = v };
 	return n;
 }

@@ -22,7 +22,7 @@
  * guest access to one exits to userspace and nothing else does. The
  * bitmaps live in the plan; filter.ranges[i].bitmap points into it.
  */
-#define KVM_PLAN_BITMAP_BYTES	KVM_MSR_FILTER_MAX_BITMAP_SIZE
+#define KVM_PLAN_BITMAP_BYTES KVM_MSR_FILTER_MAX_BITMAP_SIZE
 struct kvm_msr_filter_plan {
 	struct kvm_msr_filter filter;
 	uint8_t bitmap[KVM_MSR_FILTER_MAX_RANGES][KVM_PLAN_BITMAP_BYTES];

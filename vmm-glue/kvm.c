@@ -23,30 +23,30 @@
 #include "msr-index.h"
 #include "platform.h"
 
-#define KVM_API_VERSION_WANTED	12
-#define TSS_ADDR		0xfffbd000u	/* 3 pages below the BIOS area, as KVM wants for VMX */
-#define IDENTITY_MAP_ADDR	0xfffbc000u
-#define RAM_LIMIT		0xc0000000ull	/* the PCI hole starts at 3 GiB */
-#define KICK_SIGNAL		SIGUSR2		/* makes KVM_RUN return on another vCPU thread */
-#define APIC_LVTPC		0x340
-#define APIC_LVT_MASKED		(1u << 16)
-#define MSR_IA32_TSC		0x10
-#define MSR_IA32_MISC_ENABLE	0x1a0
-#define MAX_SHADOW		16
+#define KVM_API_VERSION_WANTED 12
+#define TSS_ADDR	       0xfffbd000u /* 3 pages below the BIOS area, as KVM wants for VMX */
+#define IDENTITY_MAP_ADDR      0xfffbc000u
+#define RAM_LIMIT	       0xc0000000ull /* the PCI hole starts at 3 GiB */
+#define KICK_SIGNAL	       SIGUSR2	     /* makes KVM_RUN return on another vCPU thread */
+#define APIC_LVTPC	       0x340
+#define APIC_LVT_MASKED	       (1u << 16)
+#define MSR_IA32_TSC	       0x10
+#define MSR_IA32_MISC_ENABLE   0x1a0
+#define MAX_SHADOW	       16
 
 /* Linux boot layout (guest-physical) */
-#define LINUX_GDT		0x500ull
-#define LINUX_ZERO_PAGE		0x7000ull
-#define LINUX_PML4		0x9000ull
-#define LINUX_PDPT		0xa000ull
-#define LINUX_PD		0xb000ull	/* 4 PDs: the first 4 GiB with 2 MiB pages */
-#define LINUX_CMDLINE		0x20000ull
-#define LINUX_CMDLINE_MAX	0x10000ull	/* up to 0x30000, below the EBDA */
-#define LINUX_BOOT_CS		0x10		/* __BOOT_CS and __BOOT_DS of the 64-bit boot protocol */
-#define LINUX_BOOT_DS		0x18
+#define LINUX_GDT	  0x500ull
+#define LINUX_ZERO_PAGE	  0x7000ull
+#define LINUX_PML4	  0x9000ull
+#define LINUX_PDPT	  0xa000ull
+#define LINUX_PD	  0xb000ull /* 4 PDs: the first 4 GiB with 2 MiB pages */
+#define LINUX_CMDLINE	  0x20000ull
+#define LINUX_CMDLINE_MAX 0x10000ull /* up to 0x30000, below the EBDA */
+#define LINUX_BOOT_CS	  0x10	     /* __BOOT_CS and __BOOT_DS of the 64-bit boot protocol */
+#define LINUX_BOOT_DS	  0x18
 
-#define GDT_CODE64		0x00af9b000000ffffull
-#define GDT_DATA		0x00cf93000000ffffull
+#define GDT_CODE64 0x00af9b000000ffffull
+#define GDT_DATA   0x00cf93000000ffffull
 
 struct kvm_cpu {
 	struct kvm_vm *vm;
@@ -58,7 +58,7 @@ struct kvm_cpu {
 	bool pmi_pending;
 	/* counter MSRs KVM refused as RDPMC shadow: bit i IA32_PMCi, 32+i IA32_FIXED_CTRi */
 	uint64_t shadow_refused;
-	struct kvm_vm_stats st;		/* this vCPU's share, summed by kvm_vm_stats */
+	struct kvm_vm_stats st; /* this vCPU's share, summed by kvm_vm_stats */
 	int error;
 	char err[256];
 };
@@ -72,7 +72,7 @@ struct kvm_vm {
 	struct kvm_cpu cpus[KVM_VM_MAX_VCPUS];
 	unsigned int nr_cpus;
 	struct kvm_msr_filter_plan filter;
-	pthread_mutex_t lock;		/* platform, done, stats */
+	pthread_mutex_t lock; /* platform, done, stats */
 	struct platform plat;
 	bool done;
 };
@@ -106,7 +106,8 @@ int kvm_probe(char *why, size_t whylen)
 	} caps[] = {
 		{ KVM_CAP_IRQCHIP, "an in-kernel irqchip (KVM_CAP_IRQCHIP)" },
 		{ KVM_CAP_SIGNAL_MSI, "KVM_SIGNAL_MSI (KVM_CAP_SIGNAL_MSI)" },
-		{ KVM_CAP_X86_USER_SPACE_MSR, "MSR exits to userspace (KVM_CAP_X86_USER_SPACE_MSR, Linux 5.10+)" },
+		{ KVM_CAP_X86_USER_SPACE_MSR,
+		  "MSR exits to userspace (KVM_CAP_X86_USER_SPACE_MSR, Linux 5.10+)" },
 		{ KVM_CAP_X86_MSR_FILTER, "MSR filters (KVM_CAP_X86_MSR_FILTER, Linux 5.10+)" },
 	};
 	int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
@@ -138,8 +139,8 @@ static void pmi_cb(void *data, struct vpmu_vcpu *vcpu)
 {
 	struct kvm_cpu *c = data;
 
-	(void)vcpu;
-	c->pmi_pending = true;	/* delivered before the next KVM_RUN */
+	(void) vcpu;
+	c->pmi_pending = true; /* delivered before the next KVM_RUN */
 }
 
 static int regs_cb(void *data, struct vpmu_vcpu *vcpu, struct vpmu_guest_regs *r)
@@ -153,13 +154,13 @@ static int regs_cb(void *data, struct vpmu_vcpu *vcpu, struct vpmu_guest_regs *r
 		uint8_t storage[sizeof(struct kvm_msrs) + sizeof(struct kvm_msr_entry)];
 	} tsc;
 
-	(void)vcpu;
+	(void) vcpu;
 	memset(&tsc, 0, sizeof(tsc));
 	tsc.h.nmsrs = 1;
 	tsc.h.entries[0].index = MSR_IA32_TSC;
 	if (ioctl(c->fd, KVM_GET_REGS, &regs) < 0 || ioctl(c->fd, KVM_GET_SREGS, &sregs) < 0 ||
 	    ioctl(c->fd, KVM_GET_FPU, &fpu) < 0 || ioctl(c->fd, KVM_GET_MSRS, &tsc) != 1)
-		return -errno ? -errno : -EIO;	/* the record waits for the next sync */
+		return -errno ? -errno : -EIO; /* the record waits for the next sync */
 	memset(r, 0, sizeof(*r));
 	r->rip = regs.rip;
 	r->rflags = regs.rflags;
@@ -183,14 +184,13 @@ static int regs_cb(void *data, struct vpmu_vcpu *vcpu, struct vpmu_guest_regs *r
 
 static void kick_handler(int sig)
 {
-	(void)sig;	/* only makes KVM_RUN return with EINTR */
+	(void) sig; /* only makes KVM_RUN return with EINTR */
 }
 
-#define CPUID_1_EDX_DS	(1u << 21)
+#define CPUID_1_EDX_DS (1u << 21)
 
 /* One warning line through the VMM's vPMU log callback, if it gave one. */
-__attribute__((format(printf, 2, 3)))
-static void kvm_warn(struct kvm_cpu *c, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void kvm_warn(struct kvm_cpu *c, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -223,7 +223,8 @@ static bool kvm_hides_ds(struct kvm_cpu *c, const struct kvm_cpuid_entry2 *set, 
 		if (set[i].function != 1 || !(set[i].edx & CPUID_1_EDX_DS))
 			continue;
 		for (uint32_t k = 0; k < got.h.nent; k++)
-			if (got.h.entries[k].function == 1 && !(got.h.entries[k].edx & CPUID_1_EDX_DS))
+			if (got.h.entries[k].function == 1 &&
+			    !(got.h.entries[k].edx & CPUID_1_EDX_DS))
 				return true;
 	}
 	return false;
@@ -262,7 +263,7 @@ static int cpu_init(struct kvm_vm *vm, unsigned int i, const struct kvm_cpuid2 *
 
 	c->vm = vm;
 	c->index = i;
-	c->fd = ioctl(vm->fd, KVM_CREATE_VCPU, (unsigned long)i);
+	c->fd = ioctl(vm->fd, KVM_CREATE_VCPU, (unsigned long) i);
 	if (c->fd < 0)
 		return set_err(err, errlen, -errno, "KVM_CREATE_VCPU");
 	c->run = mmap(NULL, vm->run_size, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
@@ -286,13 +287,15 @@ static int cpu_init(struct kvm_vm *vm, unsigned int i, const struct kvm_cpuid2 *
 	for (unsigned int e = 0; e < supported->nent; e++)
 		if (supported->entries[e].function == 0x80000008 &&
 		    ((supported->entries[e].eax >> 8) & 0xff) == 57)
-			vc.linear_bits = 57;	/* the host has 5-level paging, so has the guest */
+			vc.linear_bits = 57; /* the host has 5-level paging, so has the guest */
 	for (;;) {
 		r = vpmu_vcpu_new(&vc, &c->pmu);
 		if (r < 0) {
-			snprintf(err, errlen, r == -ENOENT ?
-				 "unknown CPU model '%s' (vpmu-vmm --help lists them)" :
-				 "cannot create the vPMU for '%s'", vm->cfg.model);
+			snprintf(err, errlen,
+				 r == -ENOENT
+					 ? "unknown CPU model '%s' (vpmu-vmm --help lists them)"
+					 : "cannot create the vPMU for '%s'",
+				 vm->cfg.model);
 			return r;
 		}
 		vpmu_vcpu_set_memory(c->pmu, &region, 1);
@@ -300,7 +303,7 @@ static int cpu_init(struct kvm_vm *vm, unsigned int i, const struct kvm_cpuid2 *
 				    256);
 		if (r < 0)
 			return set_err(err, errlen, r, "building the CPUID table");
-		cpuid.h.nent = (uint32_t)r;
+		cpuid.h.nent = (uint32_t) r;
 		/* CPUID.01H:EBX[31:24] and leaf 0BH carry the APIC ID: KVM fills them per vCPU */
 		if (ioctl(c->fd, KVM_SET_CPUID2, &cpuid) < 0)
 			return set_err(err, errlen, -errno, "KVM_SET_CPUID2");
@@ -308,8 +311,10 @@ static int cpu_init(struct kvm_vm *vm, unsigned int i, const struct kvm_cpuid2 *
 			break;
 		/* a guest that sees no DS must not find DS_AREA and PEBS answering either */
 		if (i == 0)
-			kvm_warn(c, "this KVM hides DS (CPUID.01H:EDX[21]) from the guest: the vPMU "
-				 "runs %s without DS and PEBS to match", vm->cfg.model);
+			kvm_warn(c,
+				 "this KVM hides DS (CPUID.01H:EDX[21]) from the guest: the vPMU "
+				 "runs %s without DS and PEBS to match",
+				 vm->cfg.model);
 		vpmu_vcpu_free(c->pmu);
 		c->pmu = NULL;
 		vc.flags |= VPMU_CONFIG_NO_PEBS;
@@ -358,8 +363,8 @@ int kvm_vm_new(const struct kvm_vm_config *cfg, struct kvm_vm **ret, char *err, 
 		r = set_err(err, errlen, -errno, "KVM_CREATE_VM");
 		goto fail;
 	}
-	vm->run_size = (size_t)ioctl(vm->kvm, KVM_GET_VCPU_MMAP_SIZE, 0);
-	if (ioctl(vm->fd, KVM_SET_TSS_ADDR, (unsigned long)TSS_ADDR) < 0 ||
+	vm->run_size = (size_t) ioctl(vm->kvm, KVM_GET_VCPU_MMAP_SIZE, 0);
+	if (ioctl(vm->fd, KVM_SET_TSS_ADDR, (unsigned long) TSS_ADDR) < 0 ||
 	    ioctl(vm->fd, KVM_SET_IDENTITY_MAP_ADDR, &ident) < 0 ||
 	    ioctl(vm->fd, KVM_CREATE_IRQCHIP, 0) < 0) {
 		r = set_err(err, errlen, -errno, "setting up the VM (TSS, identity map, irqchip)");
@@ -373,13 +378,16 @@ int kvm_vm_new(const struct kvm_vm_config *cfg, struct kvm_vm **ret, char *err, 
 		r = set_err(err, errlen, -errno, "guest RAM");
 		goto fail;
 	}
-	mem = (struct kvm_userspace_memory_region){ .slot = 0, .guest_phys_addr = 0,
-		.memory_size = vm->ram_size, .userspace_addr = (uint64_t)(uintptr_t)vm->ram };
+	mem = (struct kvm_userspace_memory_region){ .slot = 0,
+						    .guest_phys_addr = 0,
+						    .memory_size = vm->ram_size,
+						    .userspace_addr =
+							    (uint64_t) (uintptr_t) vm->ram };
 	if (ioctl(vm->fd, KVM_SET_USER_MEMORY_REGION, &mem) < 0) {
 		r = set_err(err, errlen, -errno, "KVM_SET_USER_MEMORY_REGION");
 		goto fail;
 	}
-	platform_init(&vm->plat, cfg->serial_out, vm->ram_size, (uint16_t)cfg->smp);
+	platform_init(&vm->plat, cfg->serial_out, vm->ram_size, (uint16_t) cfg->smp);
 
 	supported = calloc(1, sizeof(*supported) + 256 * sizeof(supported->entries[0]));
 	if (!supported) {
@@ -480,9 +488,16 @@ void kvm_vm_stats(struct kvm_vm *vm, struct kvm_vm_stats *ret)
 
 static void flat_seg(struct kvm_segment *s, uint16_t sel, bool code, bool l)
 {
-	*s = (struct kvm_segment){ .base = 0, .limit = 0xffffffff, .selector = sel,
-		.type = code ? 11 : 3, .present = 1, .dpl = 0, .db = code && l ? 0 : 1, .s = 1,
-		.l = l, .g = 1 };
+	*s = (struct kvm_segment){ .base = 0,
+				   .limit = 0xffffffff,
+				   .selector = sel,
+				   .type = code ? 11 : 3,
+				   .present = 1,
+				   .dpl = 0,
+				   .db = code && l ? 0 : 1,
+				   .s = 1,
+				   .l = l,
+				   .g = 1 };
 }
 
 static int enter_long_mode(struct kvm_cpu *c, uint64_t cr3, uint64_t gdt, uint16_t gdt_limit,
@@ -497,10 +512,10 @@ static int enter_long_mode(struct kvm_cpu *c, uint64_t cr3, uint64_t gdt, uint16
 	s.es = s.fs = s.gs = s.ss = s.ds;
 	s.gdt.base = gdt;
 	s.gdt.limit = gdt_limit;
-	s.cr0 = 0x80050033;	/* PG AM WP NE ET MP PE, as the emulator enters ELF64 kernels */
+	s.cr0 = 0x80050033; /* PG AM WP NE ET MP PE, as the emulator enters ELF64 kernels */
 	s.cr3 = cr3;
-	s.cr4 = 0x620;		/* OSXMMEXCPT OSFXSR PAE */
-	s.efer = 0x500;		/* LMA LME */
+	s.cr4 = 0x620;	/* OSXMMEXCPT OSFXSR PAE */
+	s.efer = 0x500; /* LMA LME */
 	if (ioctl(c->fd, KVM_SET_SREGS, &s) < 0)
 		return set_err(err, errlen, -errno, "KVM_SET_SREGS");
 	return 0;
@@ -508,7 +523,7 @@ static int enter_long_mode(struct kvm_cpu *c, uint64_t cr3, uint64_t gdt, uint16
 
 int kvm_vm_boot(struct kvm_vm *vm, const struct vmm_boot *boot, char *err, size_t errlen)
 {
-	struct kvm_cpu *c = &vm->cpus[0];	/* the others wait for INIT/SIPI in the irqchip */
+	struct kvm_cpu *c = &vm->cpus[0]; /* the others wait for INIT/SIPI in the irqchip */
 	struct kvm_regs regs = { .rflags = 2, .rip = boot->entry };
 	int r;
 
@@ -520,13 +535,14 @@ int kvm_vm_boot(struct kvm_vm *vm, const struct vmm_boot *boot, char *err, size_
 	} else {
 		struct kvm_sregs s;
 
-		/* multiboot 0.6.96 §3.2: 32-bit flat segments, paging off, GDTR not to be trusted */
+		/* multiboot 0.6.96 §3.2: 32-bit flat segments, paging off, GDTR not to be trusted
+		 */
 		if (ioctl(c->fd, KVM_GET_SREGS, &s) < 0)
 			return set_err(err, errlen, -errno, "KVM_GET_SREGS");
 		flat_seg(&s.cs, 0x08, true, false);
 		flat_seg(&s.ds, 0x10, false, false);
 		s.es = s.fs = s.gs = s.ss = s.ds;
-		s.cr0 = 0x11;	/* ET PE */
+		s.cr0 = 0x11; /* ET PE */
 		s.cr4 = 0;
 		s.efer = 0;
 		if (ioctl(c->fd, KVM_SET_SREGS, &s) < 0)
@@ -541,7 +557,7 @@ int kvm_vm_boot(struct kvm_vm *vm, const struct vmm_boot *boot, char *err, size_
 
 static void wr64(uint8_t *p, uint64_t v)
 {
-	memcpy(p, &v, 8);	/* x86-64 host: little-endian like the guest */
+	memcpy(p, &v, 8); /* x86-64 host: little-endian like the guest */
 }
 
 int kvm_vm_boot_linux(struct kvm_vm *vm, const void *image, size_t size, const char *cmdline,
@@ -558,33 +574,38 @@ int kvm_vm_boot_linux(struct kvm_vm *vm, const void *image, size_t size, const c
 	if (r < 0)
 		return r;
 	if (cmdline_len >= LINUX_CMDLINE_MAX) {
-		snprintf(err, errlen, "kernel command line of %zu bytes: this loader takes up to %llu",
+		snprintf(err, errlen,
+			 "kernel command line of %zu bytes: this loader takes up to %llu",
 			 cmdline_len, LINUX_CMDLINE_MAX - 1);
 		return -E2BIG;
 	}
 	if (initrd_size) {
-		top = vm->ram_size < (uint64_t)bz.initrd_addr_max + 1 ? vm->ram_size
-								  : (uint64_t)bz.initrd_addr_max + 1;
+		top = vm->ram_size < (uint64_t) bz.initrd_addr_max + 1
+			      ? vm->ram_size
+			      : (uint64_t) bz.initrd_addr_max + 1;
 		if (initrd_size > top || top - initrd_size < bz.load_addr + bz.init_size) {
-			snprintf(err, errlen, "the initrd (%zu bytes) does not fit in RAM above the "
-				 "kernel: raise --mem", initrd_size);
+			snprintf(err, errlen,
+				 "the initrd (%zu bytes) does not fit in RAM above the "
+				 "kernel: raise --mem",
+				 initrd_size);
 			return -ENOMEM;
 		}
 		initrd_addr = (top - initrd_size) & ~0xfffull;
 	}
 	r = bzimage_boot_params(image, &bz, vm->ram_size, LINUX_CMDLINE, cmdline_len,
-				(uint32_t)initrd_addr, (uint32_t)initrd_size,
+				(uint32_t) initrd_addr, (uint32_t) initrd_size,
 				vm->ram + LINUX_ZERO_PAGE, err, errlen);
 	if (r < 0)
 		return r;
-	memcpy(vm->ram + bz.load_addr, (const uint8_t *)image + bz.kernel_offset, bz.kernel_size);
+	memcpy(vm->ram + bz.load_addr, (const uint8_t *) image + bz.kernel_offset, bz.kernel_size);
 	if (cmdline_len)
 		memcpy(vm->ram + LINUX_CMDLINE, cmdline, cmdline_len);
 	vm->ram[LINUX_CMDLINE + cmdline_len] = 0;
 	if (initrd_size)
 		memcpy(vm->ram + initrd_addr, initrd, initrd_size);
 
-	/* boot.rst, 64-bit boot protocol: identity-mapped paging, __BOOT_CS/__BOOT_DS, RSI = zero page */
+	/* boot.rst, 64-bit boot protocol: identity-mapped paging, __BOOT_CS/__BOOT_DS, RSI = zero
+	 * page */
 	memset(vm->ram + LINUX_GDT, 0, 4 * 8);
 	wr64(vm->ram + LINUX_GDT + LINUX_BOOT_CS, GDT_CODE64);
 	wr64(vm->ram + LINUX_GDT + LINUX_BOOT_DS, GDT_DATA);
@@ -594,7 +615,7 @@ int kvm_vm_boot_linux(struct kvm_vm *vm, const void *image, size_t size, const c
 		wr64(vm->ram + LINUX_PDPT + i * 8, (LINUX_PD + i * 4096) | 3);
 		for (uint64_t j = 0; j < 512; j++)
 			wr64(vm->ram + LINUX_PD + i * 4096 + j * 8,
-			     ((i * 512 + j) << 21) | 0x83);	/* P RW PS */
+			     ((i * 512 + j) << 21) | 0x83); /* P RW PS */
 	}
 	r = enter_long_mode(c, LINUX_PML4, LINUX_GDT, 4 * 8 - 1, LINUX_BOOT_CS, LINUX_BOOT_DS, err,
 			    errlen);
@@ -652,7 +673,7 @@ static void deliver_pmi(struct kvm_cpu *c)
 		return;
 	memcpy(&lvt, lapic.regs + APIC_LVTPC, 4);
 	if (kvm_pmi_msi(lvt, c->index, &msi) < 0)
-		return;	/* masked or not a PMI mode: hardware drops it too */
+		return; /* masked or not a PMI mode: hardware drops it too */
 	lvt |= APIC_LVT_MASKED;
 	memcpy(lapic.regs + APIC_LVTPC, &lvt, 4);
 	if (ioctl(c->fd, KVM_SET_LAPIC, &lapic) < 0)
@@ -687,7 +708,8 @@ static void write_shadow(struct kvm_cpu *c)
 	struct kvm_msr_entry all[MAX_SHADOW];
 	union {
 		struct kvm_msrs h;
-		uint8_t storage[sizeof(struct kvm_msrs) + MAX_SHADOW * sizeof(struct kvm_msr_entry)];
+		uint8_t storage[sizeof(struct kvm_msrs) +
+				MAX_SHADOW * sizeof(struct kvm_msr_entry)];
 	} m;
 	size_t n = kvm_rdpmc_shadow(c->pmu, all, MAX_SHADOW);
 	uint64_t refused = 0;
@@ -700,7 +722,7 @@ static void write_shadow(struct kvm_cpu *c)
 	while (m.h.nmsrs) {
 		int r = ioctl(c->fd, KVM_SET_MSRS, &m);
 
-		if (r == (int)m.h.nmsrs) {
+		if (r == (int) m.h.nmsrs) {
 			wrote = true;
 			break;
 		}
@@ -711,7 +733,7 @@ static void write_shadow(struct kvm_cpu *c)
 		}
 		wrote |= r > 0;
 		refused |= shadow_bit(m.h.entries[r].index);
-		m.h.nmsrs -= (uint32_t)r + 1;
+		m.h.nmsrs -= (uint32_t) r + 1;
 		memmove(m.h.entries, m.h.entries + r + 1, m.h.nmsrs * sizeof(m.h.entries[0]));
 	}
 	if (wrote)
@@ -719,17 +741,18 @@ static void write_shadow(struct kvm_cpu *c)
 	if (!refused)
 		return;
 	c->shadow_refused |= refused;
-	kvm_warn(c, "vCPU %u: KVM's own PMU refuses the RDPMC shadow of GP counters %#x and "
+	kvm_warn(c,
+		 "vCPU %u: KVM's own PMU refuses the RDPMC shadow of GP counters %#x and "
 		 "fixed counters %#x (bitmaps; KVM has fewer counters than the model, or no PMU "
 		 "on this host): a guest RDPMC of those reads KVM's value, not the vPMU's; "
-		 "RDMSR reads the right one", c->index, (unsigned int)(uint32_t)refused,
-		 (unsigned int)(refused >> 32));
+		 "RDMSR reads the right one",
+		 c->index, (unsigned int) (uint32_t) refused, (unsigned int) (refused >> 32));
 }
 
 static int handle_io(struct kvm_cpu *c)
 {
 	struct kvm_run *run = c->run;
-	uint8_t *data = (uint8_t *)run + run->io.data_offset;
+	uint8_t *data = (uint8_t *) run + run->io.data_offset;
 	bool write = run->io.direction == KVM_EXIT_IO_OUT;
 	int r = 0;
 
@@ -797,7 +820,7 @@ static void *cpu_thread(void *arg)
 			if (errno == EINTR || errno == EAGAIN) {
 				c->st.signals++;
 				c->run->immediate_exit = vm->done;
-				continue;	/* a host counter's signal, or a kick */
+				continue; /* a host counter's signal, or a kick */
 			}
 			cpu_fail(c, -errno, "KVM_RUN on vCPU %u: %s", c->index, strerror(errno));
 			return NULL;
@@ -825,19 +848,22 @@ static void *cpu_thread(void *arg)
 			c->st.signals++;
 			break;
 		case KVM_EXIT_HLT:
-			cpu_fail(c, -EFAULT, "vCPU %u halted with nothing that can wake it", c->index);
+			cpu_fail(c, -EFAULT, "vCPU %u halted with nothing that can wake it",
+				 c->index);
 			return NULL;
 		case KVM_EXIT_SHUTDOWN:
 			cpu_fail(c, -EFAULT, "guest triple fault on vCPU %u (shutdown)", c->index);
 			return NULL;
 		case KVM_EXIT_SYSTEM_EVENT:
-			cpu_fail(c, -EFAULT, "guest system event %u on vCPU %u (reset or power off)",
+			cpu_fail(c, -EFAULT,
+				 "guest system event %u on vCPU %u (reset or power off)",
 				 c->run->system_event.type, c->index);
 			return NULL;
 		case KVM_EXIT_FAIL_ENTRY:
 			cpu_fail(c, -EFAULT, "KVM could not enter vCPU %u (hardware reason %#llx)",
 				 c->index,
-				 (unsigned long long)c->run->fail_entry.hardware_entry_failure_reason);
+				 (unsigned long long)
+					 c->run->fail_entry.hardware_entry_failure_reason);
 			return NULL;
 		case KVM_EXIT_INTERNAL_ERROR: {
 			struct kvm_regs regs = { 0 };
@@ -845,14 +871,15 @@ static void *cpu_thread(void *arg)
 			ioctl(c->fd, KVM_GET_REGS, &regs);
 			cpu_fail(c, -EFAULT, "KVM internal error %u%s on vCPU %u at rip %#llx",
 				 c->run->internal.suberror,
-				 c->run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION ?
-					 " (KVM could not emulate an instruction)" : "",
-				 c->index, (unsigned long long)regs.rip);
+				 c->run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION
+					 ? " (KVM could not emulate an instruction)"
+					 : "",
+				 c->index, (unsigned long long) regs.rip);
 			return NULL;
 		}
 		default:
-			cpu_fail(c, -EFAULT, "unexpected KVM exit %u on vCPU %u", c->run->exit_reason,
-				 c->index);
+			cpu_fail(c, -EFAULT, "unexpected KVM exit %u on vCPU %u",
+				 c->run->exit_reason, c->index);
 			return NULL;
 		}
 	}

@@ -22,18 +22,18 @@
 #include "loader.h"
 #include "vpmu/vpmu.h"
 
-#define KVM_VM_MAX_VCPUS	64
+#define KVM_VM_MAX_VCPUS 64
 
 struct kvm_vm_config {
-	const char *model;		/* guest CPU model */
-	uint64_t mem_size;		/* guest RAM at guest-physical 0, below the 3 GiB hole */
-	unsigned int smp;		/* vCPUs: 1..KVM_VM_MAX_VCPUS */
-	FILE *serial_out;		/* COM1 output */
-	enum vpmu_backend backend;	/* what backs guest counters: NONE or a host backend */
-	int signo;			/* the host backends' overflow signal, 0: none */
-	bool trace;			/* exits on stderr */
-	const struct vpmu_filter *pmu_filter;	/* NULL: the default policy; outlives the VM */
-	vpmu_log_fn pmu_log;		/* the vPMU's warnings and errors; NULL: none */
+	const char *model;	   /* guest CPU model */
+	uint64_t mem_size;	   /* guest RAM at guest-physical 0, below the 3 GiB hole */
+	unsigned int smp;	   /* vCPUs: 1..KVM_VM_MAX_VCPUS */
+	FILE *serial_out;	   /* COM1 output */
+	enum vpmu_backend backend; /* what backs guest counters: NONE or a host backend */
+	int signo;		   /* the host backends' overflow signal, 0: none */
+	bool trace;		   /* exits on stderr */
+	const struct vpmu_filter *pmu_filter; /* NULL: the default policy; outlives the VM */
+	vpmu_log_fn pmu_log;		      /* the vPMU's warnings and errors; NULL: none */
 	void *pmu_log_data;
 };
 

@@ -31,122 +31,122 @@
 #include "bits.h"
 #include "loader.h"
 
-#define PAGE_SIZE		UINT64_C(0x1000)
-#define SZ_1K			UINT64_C(0x400)
-#define SZ_640K			UINT64_C(0xA0000)
-#define SZ_1M			UINT64_C(0x100000)
-#define SZ_2M			UINT64_C(0x200000)
-#define SZ_1G			UINT64_C(0x40000000)
-#define SZ_4G			UINT64_C(0x100000000)
+#define PAGE_SIZE UINT64_C(0x1000)
+#define SZ_1K	  UINT64_C(0x400)
+#define SZ_640K	  UINT64_C(0xA0000)
+#define SZ_1M	  UINT64_C(0x100000)
+#define SZ_2M	  UINT64_C(0x200000)
+#define SZ_1G	  UINT64_C(0x40000000)
+#define SZ_4G	  UINT64_C(0x100000000)
 
 /* Multiboot Specification 0.6.96, 3.1.1-3.1.3: the OS image header. */
-#define MB_HEADER_MAGIC		0x1BADB002U
-#define MB_SEARCH_END		8192
-#define MB_HF_PAGE_ALIGN	BIT_ULL(0)
-#define MB_HF_MEMORY_INFO	BIT_ULL(1)
-#define MB_HF_VIDEO_MODE	BIT_ULL(2)
-#define MB_HF_AOUT_KLUDGE	BIT_ULL(16)
+#define MB_HEADER_MAGIC	  0x1BADB002U
+#define MB_SEARCH_END	  8192
+#define MB_HF_PAGE_ALIGN  BIT_ULL(0)
+#define MB_HF_MEMORY_INFO BIT_ULL(1)
+#define MB_HF_VIDEO_MODE  BIT_ULL(2)
+#define MB_HF_AOUT_KLUDGE BIT_ULL(16)
 /* Bits 0-15 are requirements: a loader that does not know one must refuse. */
-#define MB_HF_REQUIRED		GENMASK_ULL(15, 0)
-#define MB_HF_KNOWN		(MB_HF_PAGE_ALIGN | MB_HF_MEMORY_INFO)
+#define MB_HF_REQUIRED GENMASK_ULL(15, 0)
+#define MB_HF_KNOWN    (MB_HF_PAGE_ALIGN | MB_HF_MEMORY_INFO)
 
-#define MBH_MAGIC		0
-#define MBH_FLAGS		4
-#define MBH_CHECKSUM		8
-#define MBH_HEADER_ADDR		12
-#define MBH_LOAD_ADDR		16
-#define MBH_LOAD_END_ADDR	20
-#define MBH_BSS_END_ADDR	24
-#define MBH_ENTRY_ADDR		28
-#define MBH_AOUT_SIZE		32
+#define MBH_MAGIC	  0
+#define MBH_FLAGS	  4
+#define MBH_CHECKSUM	  8
+#define MBH_HEADER_ADDR	  12
+#define MBH_LOAD_ADDR	  16
+#define MBH_LOAD_END_ADDR 20
+#define MBH_BSS_END_ADDR  24
+#define MBH_ENTRY_ADDR	  28
+#define MBH_AOUT_SIZE	  32
 
 /* Multiboot 0.6.96, 3.3: boot information format. */
-#define MBI_F_MEMORY		BIT_ULL(0)
-#define MBI_F_CMDLINE		BIT_ULL(2)
-#define MBI_F_MODS		BIT_ULL(3)
-#define MBI_F_MMAP		BIT_ULL(6)
-#define MBI_F_LOADER_NAME	BIT_ULL(9)
+#define MBI_F_MEMORY	  BIT_ULL(0)
+#define MBI_F_CMDLINE	  BIT_ULL(2)
+#define MBI_F_MODS	  BIT_ULL(3)
+#define MBI_F_MMAP	  BIT_ULL(6)
+#define MBI_F_LOADER_NAME BIT_ULL(9)
 
-#define MBI_FLAGS		0
-#define MBI_MEM_LOWER		4
-#define MBI_MEM_UPPER		8
-#define MBI_CMDLINE		16
-#define MBI_MODS_COUNT		20
-#define MBI_MODS_ADDR		24
-#define MBI_MMAP_LENGTH		44
-#define MBI_MMAP_ADDR		48
-#define MBI_BOOT_LOADER_NAME	64
-#define MBI_SIZE		88	/* up to and including the VBE fields */
+#define MBI_FLAGS	     0
+#define MBI_MEM_LOWER	     4
+#define MBI_MEM_UPPER	     8
+#define MBI_CMDLINE	     16
+#define MBI_MODS_COUNT	     20
+#define MBI_MODS_ADDR	     24
+#define MBI_MMAP_LENGTH	     44
+#define MBI_MMAP_ADDR	     48
+#define MBI_BOOT_LOADER_NAME 64
+#define MBI_SIZE	     88 /* up to and including the VBE fields */
 
-#define MOD_START		0
-#define MOD_END			4
-#define MOD_STRING		8
-#define MOD_SIZE		16
+#define MOD_START  0
+#define MOD_END	   4
+#define MOD_STRING 8
+#define MOD_SIZE   16
 
 /* Each entry is preceded by its size, which does not count the size field. */
-#define MMAP_SIZE		0
-#define MMAP_BASE		4
-#define MMAP_LENGTH		12
-#define MMAP_TYPE		20
-#define MMAP_ENTRY_SIZE		24
-#define MMAP_MAX_ENTRIES	3
-#define MMAP_RAM		1
-#define MMAP_RESERVED		2
+#define MMAP_SIZE	 0
+#define MMAP_BASE	 4
+#define MMAP_LENGTH	 12
+#define MMAP_TYPE	 20
+#define MMAP_ENTRY_SIZE	 24
+#define MMAP_MAX_ENTRIES 3
+#define MMAP_RAM	 1
+#define MMAP_RESERVED	 2
 
-#define MB_LOADER_NAME		"vpmu-vmm"
+#define MB_LOADER_NAME "vpmu-vmm"
 /* Keeps every size computation over the module list far from overflow. */
-#define MB_MAX_MODS		65536
+#define MB_MAX_MODS 65536
 
 /* ELF (System V gABI; x86-64 psABI) header and program header layouts. */
-#define EI_CLASS		4
-#define EI_DATA			5
-#define EI_VERSION		6
-#define EI_NIDENT		16
-#define ELFCLASS32		1
-#define ELFCLASS64		2
-#define ELFDATA2LSB		1
-#define EV_CURRENT		1
-#define ET_EXEC			2
-#define EM_386			3
-#define EM_X86_64		62
-#define PT_LOAD			1
+#define EI_CLASS    4
+#define EI_DATA	    5
+#define EI_VERSION  6
+#define EI_NIDENT   16
+#define ELFCLASS32  1
+#define ELFCLASS64  2
+#define ELFDATA2LSB 1
+#define EV_CURRENT  1
+#define ET_EXEC	    2
+#define EM_386	    3
+#define EM_X86_64   62
+#define PT_LOAD	    1
 
-#define E_TYPE			16
-#define E_MACHINE		18
-#define E32_ENTRY		24
-#define E32_PHOFF		28
-#define E32_PHENTSIZE		42
-#define E32_PHNUM		44
-#define E32_EHDR_SIZE		52
-#define E64_ENTRY		24
-#define E64_PHOFF		32
-#define E64_PHENTSIZE		54
-#define E64_PHNUM		56
-#define E64_EHDR_SIZE		64
+#define E_TYPE	      16
+#define E_MACHINE     18
+#define E32_ENTRY     24
+#define E32_PHOFF     28
+#define E32_PHENTSIZE 42
+#define E32_PHNUM     44
+#define E32_EHDR_SIZE 52
+#define E64_ENTRY     24
+#define E64_PHOFF     32
+#define E64_PHENTSIZE 54
+#define E64_PHNUM     56
+#define E64_EHDR_SIZE 64
 
-#define P32_TYPE		0
-#define P32_OFFSET		4
-#define P32_VADDR		8
-#define P32_PADDR		12
-#define P32_FILESZ		16
-#define P32_MEMSZ		20
-#define P32_SIZE		32
-#define P64_TYPE		0
-#define P64_OFFSET		8
-#define P64_VADDR		16
-#define P64_PADDR		24
-#define P64_FILESZ		32
-#define P64_MEMSZ		40
-#define P64_SIZE		56
+#define P32_TYPE   0
+#define P32_OFFSET 4
+#define P32_VADDR  8
+#define P32_PADDR  12
+#define P32_FILESZ 16
+#define P32_MEMSZ  20
+#define P32_SIZE   32
+#define P64_TYPE   0
+#define P64_OFFSET 8
+#define P64_VADDR  16
+#define P64_PADDR  24
+#define P64_FILESZ 32
+#define P64_MEMSZ  40
+#define P64_SIZE   56
 
 /* Real kernels have a handful; a cap keeps the overlap check quadratic in a small n. */
-#define MAX_SEGS		64
+#define MAX_SEGS 64
 
 /* SDM Vol. 3A 4.5, Tables 4-15..4-18: 4-level paging entries. */
-#define PTE_P			BIT_ULL(0)
-#define PTE_RW			BIT_ULL(1)
-#define PTE_PS			BIT_ULL(7)
-#define PT_ENTRIES		512
+#define PTE_P	   BIT_ULL(0)
+#define PTE_RW	   BIT_ULL(1)
+#define PTE_PS	   BIT_ULL(7)
+#define PT_ENTRIES 512
 
 /*
  * SDM Vol. 3A 3.4.5, 5.2.1: flat descriptors, base 0, limit 0xFFFFF with
@@ -154,18 +154,18 @@
  * Data: P, DPL 0, S, type 0x3 (read/write, accessed), D/B=1. The accessed
  * bits are preset so loading a selector never needs to write the GDT.
  */
-#define GDT_CODE64		0x00AF9B000000FFFFULL
-#define GDT_DATA		0x00CF93000000FFFFULL
-#define GDT_ENTRIES		3
+#define GDT_CODE64  0x00AF9B000000FFFFULL
+#define GDT_DATA    0x00CF93000000FFFFULL
+#define GDT_ENTRIES 3
 
 /* ELF64 boot area: stack lowest, so an overflow runs into page 0 or kernel bss, not the tables. */
-#define E64_STACK_SIZE		UINT64_C(0x4000)
-#define E64_GDT_OFF		E64_STACK_SIZE
-#define E64_PML4_OFF		(E64_GDT_OFF + PAGE_SIZE)
-#define E64_PDPT_OFF		(E64_PML4_OFF + PAGE_SIZE)
-#define E64_PD_OFF		(E64_PDPT_OFF + PAGE_SIZE)
+#define E64_STACK_SIZE UINT64_C(0x4000)
+#define E64_GDT_OFF    E64_STACK_SIZE
+#define E64_PML4_OFF   (E64_GDT_OFF + PAGE_SIZE)
+#define E64_PDPT_OFF   (E64_PML4_OFF + PAGE_SIZE)
+#define E64_PD_OFF     (E64_PDPT_OFF + PAGE_SIZE)
 
-#define BOOT_AREA_LOW		PAGE_SIZE
+#define BOOT_AREA_LOW PAGE_SIZE
 
 struct seg {
 	uint64_t offset;
@@ -173,15 +173,15 @@ struct seg {
 	uint64_t vaddr;
 	uint64_t filesz;
 	uint64_t memsz;
-	unsigned int index;	/* program header number, for messages */
+	unsigned int index; /* program header number, for messages */
 };
 
 struct plan {
-	const char *what;	/* "ELF32 segment", "ELF64 segment", NULL for the a.out kludge */
+	const char *what; /* "ELF32 segment", "ELF64 segment", NULL for the a.out kludge */
 	struct seg segs[MAX_SEGS];
 	unsigned int nr_segs;
 	uint64_t entry;
-	bool entry_is_vaddr_ok;	/* ELF: e_entry may be a p_vaddr, translated to p_paddr */
+	bool entry_is_vaddr_ok; /* ELF: e_entry may be a p_vaddr, translated to p_paddr */
 	uint64_t image_start;
 	uint64_t image_end;
 };
@@ -194,8 +194,8 @@ struct ctx {
 	size_t errlen;
 };
 
-__attribute__((format(printf, 3, 4)))
-static int fail(const struct ctx *c, int ret, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int fail(const struct ctx *c, int ret, const char *fmt,
+						      ...)
 {
 	va_list ap;
 
@@ -209,17 +209,18 @@ static int fail(const struct ctx *c, int ret, const char *fmt, ...)
 
 static uint16_t rd16(const uint8_t *p)
 {
-	return (uint16_t)(p[0] | p[1] << 8);
+	return (uint16_t) (p[0] | p[1] << 8);
 }
 
 static uint32_t rd32(const uint8_t *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16 |
+	       (uint32_t) p[3] << 24;
 }
 
 static uint64_t rd64(const uint8_t *p)
 {
-	return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
+	return (uint64_t) rd32(p) | (uint64_t) rd32(p + 4) << 32;
 }
 
 /* Callers have checked that [addr, addr + n) lies inside RAM. */
@@ -228,13 +229,13 @@ static void wr32(const struct vmm_ram *ram, uint64_t addr, uint32_t v)
 	uint8_t *p = ram->base + addr;
 
 	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+		p[i] = (uint8_t) (v >> (8 * i));
 }
 
 static void wr64(const struct vmm_ram *ram, uint64_t addr, uint64_t v)
 {
-	wr32(ram, addr, (uint32_t)v);
-	wr32(ram, addr + 4, (uint32_t)(v >> 32));
+	wr32(ram, addr, (uint32_t) v);
+	wr32(ram, addr + 4, (uint32_t) (v >> 32));
 }
 
 static bool align_up(uint64_t v, uint64_t align, uint64_t *ret)
@@ -265,7 +266,8 @@ static const char *seg_name(const struct plan *p, const struct seg *s, char *buf
 		snprintf(buf, len, "%s %u (p_paddr %#" PRIx64 ", p_memsz %#" PRIx64 ")", p->what,
 			 s->index, s->paddr, s->memsz);
 	else
-		snprintf(buf, len, "a.out-kludge image (load_addr %#" PRIx64 ", %#" PRIx64 " bytes)",
+		snprintf(buf, len,
+			 "a.out-kludge image (load_addr %#" PRIx64 ", %#" PRIx64 " bytes)",
 			 s->paddr, s->memsz);
 	return buf;
 }
@@ -352,7 +354,8 @@ static int parse_elf(const struct ctx *c, unsigned int elf_class, struct plan *p
 
 	if (c->size < ehdr_size)
 		return fail(c, -EINVAL,
-			    "truncated image: the %s header needs %" PRIu64 " bytes but the file has %" PRIu64,
+			    "truncated image: the %s header needs %" PRIu64
+			    " bytes but the file has %" PRIu64,
 			    name, ehdr_size, c->size);
 	if (img[EI_DATA] != ELFDATA2LSB)
 		return fail(c, -ENOEXEC, "%s image is not little-endian (EI_DATA %u)", name,
@@ -363,7 +366,9 @@ static int parse_elf(const struct ctx *c, unsigned int elf_class, struct plan *p
 	type = rd16(img + E_TYPE);
 	machine = rd16(img + E_MACHINE);
 	if (type != ET_EXEC)
-		return fail(c, -ENOEXEC, "%s image has e_type %u, not ET_EXEC (2): link the kernel statically, not as PIE or object",
+		return fail(c, -ENOEXEC,
+			    "%s image has e_type %u, not ET_EXEC (2): link the kernel statically, "
+			    "not as PIE or object",
 			    name, type);
 	if (machine != want_machine)
 		return fail(c, -ENOEXEC, "%s image has e_machine %u, expected %u (%s)", name,
@@ -385,21 +390,23 @@ static int parse_elf(const struct ctx *c, unsigned int elf_class, struct plan *p
 			    want_phentsize);
 	if (phnum == 0)
 		return fail(c, -EINVAL, "%s image has no program headers", name);
-	table_size = (uint64_t)phnum * phentsize;
+	table_size = (uint64_t) phnum * phentsize;
 	if (phoff > c->size)
 		return fail(c, -EINVAL,
-			    "truncated image: program header table starts at byte %" PRIu64 " but the file has %" PRIu64 " bytes",
+			    "truncated image: program header table starts at byte %" PRIu64
+			    " but the file has %" PRIu64 " bytes",
 			    phoff, c->size);
 	if (table_size > c->size - phoff)
 		return fail(c, -EINVAL,
-			    "truncated image: program header table ends at byte %" PRIu64 " but the file has %" PRIu64 " bytes",
+			    "truncated image: program header table ends at byte %" PRIu64
+			    " but the file has %" PRIu64 " bytes",
 			    phoff + table_size, c->size);
 
 	p->what = is64 ? "ELF64 segment" : "ELF32 segment";
 	p->entry_is_vaddr_ok = true;
 	p->nr_segs = 0;
 	for (unsigned int i = 0; i < phnum; i++) {
-		const uint8_t *ph = img + phoff + (uint64_t)i * phentsize;
+		const uint8_t *ph = img + phoff + (uint64_t) i * phentsize;
 		struct seg s = { .index = i };
 
 		if (rd32(ph + (is64 ? P64_TYPE : P32_TYPE)) != PT_LOAD)
@@ -419,11 +426,14 @@ static int parse_elf(const struct ctx *c, unsigned int elf_class, struct plan *p
 		}
 		if (s.filesz > s.memsz)
 			return fail(c, -EINVAL,
-				    "%s segment %u has p_filesz %#" PRIx64 " larger than p_memsz %#" PRIx64,
+				    "%s segment %u has p_filesz %#" PRIx64
+				    " larger than p_memsz %#" PRIx64,
 				    name, i, s.filesz, s.memsz);
 		if (s.offset > c->size || s.filesz > c->size - s.offset)
 			return fail(c, -EINVAL,
-				    "truncated image: %s segment %u (p_offset %#" PRIx64 ", p_filesz %#" PRIx64 ") ends past the end of the file (%" PRIu64 " bytes)",
+				    "truncated image: %s segment %u (p_offset %#" PRIx64
+				    ", p_filesz %#" PRIx64
+				    ") ends past the end of the file (%" PRIu64 " bytes)",
 				    name, i, s.offset, s.filesz, c->size);
 		/* An empty PT_LOAD occupies nothing; the gABI allows it. */
 		if (s.memsz == 0)
@@ -447,7 +457,9 @@ static int parse_aout_kludge(const struct ctx *c, uint64_t off, struct plan *p)
 
 	if (c->size - off < MBH_AOUT_SIZE)
 		return fail(c, -EINVAL,
-			    "truncated image: the multiboot header at offset %#" PRIx64 " sets the a.out kludge (flags bit 16) but the file ends %" PRIu64 " bytes into it",
+			    "truncated image: the multiboot header at offset %#" PRIx64
+			    " sets the a.out kludge (flags bit 16) but the file ends %" PRIu64
+			    " bytes into it",
 			    off, c->size - off);
 	header_addr = rd32(h + MBH_HEADER_ADDR);
 	load_addr = rd32(h + MBH_LOAD_ADDR);
@@ -456,11 +468,12 @@ static int parse_aout_kludge(const struct ctx *c, uint64_t off, struct plan *p)
 
 	if (load_addr > header_addr)
 		return fail(c, -EINVAL,
-			    "multiboot load_addr %#" PRIx64 " is above header_addr %#" PRIx64, load_addr,
-			    header_addr);
+			    "multiboot load_addr %#" PRIx64 " is above header_addr %#" PRIx64,
+			    load_addr, header_addr);
 	if (header_addr - load_addr > off)
 		return fail(c, -EINVAL,
-			    "multiboot header_addr %#" PRIx64 " - load_addr %#" PRIx64 " is past the header's file offset %#" PRIx64,
+			    "multiboot header_addr %#" PRIx64 " - load_addr %#" PRIx64
+			    " is past the header's file offset %#" PRIx64,
 			    header_addr, load_addr, off);
 	load_off = off - (header_addr - load_addr);
 	if (load_end_addr == 0) {
@@ -468,12 +481,15 @@ static int parse_aout_kludge(const struct ctx *c, uint64_t off, struct plan *p)
 	} else {
 		if (load_end_addr < load_addr)
 			return fail(c, -EINVAL,
-				    "multiboot load_end_addr %#" PRIx64 " is below load_addr %#" PRIx64,
+				    "multiboot load_end_addr %#" PRIx64
+				    " is below load_addr %#" PRIx64,
 				    load_end_addr, load_addr);
 		filesz = load_end_addr - load_addr;
 		if (filesz > c->size - load_off)
 			return fail(c, -EINVAL,
-				    "truncated image: the a.out kludge loads %#" PRIx64 " bytes from file offset %#" PRIx64 " but the file has %" PRIu64 " bytes",
+				    "truncated image: the a.out kludge loads %#" PRIx64
+				    " bytes from file offset %#" PRIx64 " but the file has %" PRIu64
+				    " bytes",
 				    filesz, load_off, c->size);
 	}
 	if (bss_end_addr == 0) {
@@ -481,12 +497,14 @@ static int parse_aout_kludge(const struct ctx *c, uint64_t off, struct plan *p)
 	} else {
 		if (bss_end_addr < load_addr + filesz)
 			return fail(c, -EINVAL,
-				    "multiboot bss_end_addr %#" PRIx64 " is below the end of the loaded text and data %#" PRIx64,
+				    "multiboot bss_end_addr %#" PRIx64
+				    " is below the end of the loaded text and data %#" PRIx64,
 				    bss_end_addr, load_addr + filesz);
 		memsz = bss_end_addr - load_addr;
 	}
 	if (memsz == 0)
-		return fail(c, -EINVAL, "multiboot a.out kludge loads nothing (load_addr %#" PRIx64 ")",
+		return fail(c, -EINVAL,
+			    "multiboot a.out kludge loads nothing (load_addr %#" PRIx64 ")",
 			    load_addr);
 
 	p->what = NULL;
@@ -521,9 +539,12 @@ static int place_boot_area(const struct ctx *c, const char *what, uint64_t len, 
 	}
 	if (!align_up(busy_end, PAGE_SIZE, &addr) || addr > c->ram->size || addr > limit ||
 	    len > c->ram->size - addr || len > limit - addr)
-		return fail(c, -E2BIG,
-			    "no room for the %s (%#" PRIx64 " bytes): not below 640 KiB beside the kernel, nor after it at %#" PRIx64 " in %s of RAM",
-			    what, len, busy_end, fmt_ram(c->ram->size, r, sizeof(r)));
+		return fail(
+			c, -E2BIG,
+			"no room for the %s (%#" PRIx64
+			" bytes): not below 640 KiB beside the kernel, nor after it at %#" PRIx64
+			" in %s of RAM",
+			what, len, busy_end, fmt_ram(c->ram->size, r, sizeof(r)));
 	*ret_addr = addr;
 	return 0;
 }
@@ -571,10 +592,13 @@ static int load_multiboot(const struct ctx *c, uint64_t off, const char *cmdline
 	if (flags & MB_HF_REQUIRED & ~MB_HF_KNOWN) {
 		if (flags & MB_HF_VIDEO_MODE)
 			return fail(c, -ENOEXEC,
-				    "multiboot header at offset %#" PRIx64 " requires a video mode (flags bit 2), which vpmu-vmm does not set up",
+				    "multiboot header at offset %#" PRIx64
+				    " requires a video mode (flags bit 2), which vpmu-vmm does not "
+				    "set up",
 				    off);
 		return fail(c, -ENOEXEC,
-			    "multiboot header at offset %#" PRIx64 " requires unknown features (flags %#" PRIx32 ", bits 3-15)",
+			    "multiboot header at offset %#" PRIx64
+			    " requires unknown features (flags %#" PRIx32 ", bits 3-15)",
 			    off, flags);
 	}
 
@@ -582,10 +606,12 @@ static int load_multiboot(const struct ctx *c, uint64_t off, const char *cmdline
 		rc = parse_aout_kludge(c, off, &p);
 	} else if (c->size < 4 || memcmp(c->img, "\177ELF", 4)) {
 		rc = fail(c, -ENOEXEC,
-			  "multiboot image without the a.out kludge (flags bit 16) is not an ELF file");
+			  "multiboot image without the a.out kludge (flags bit 16) is not an ELF "
+			  "file");
 	} else if (c->size <= EI_CLASS || c->img[EI_CLASS] != ELFCLASS32) {
 		rc = fail(c, -ENOEXEC,
-			  "multiboot image without the a.out kludge (flags bit 16) must be a 32-bit ELF (ELFCLASS32)");
+			  "multiboot image without the a.out kludge (flags bit 16) must be a "
+			  "32-bit ELF (ELFCLASS32)");
 	} else {
 		rc = parse_elf(c, ELFCLASS32, &p);
 	}
@@ -611,10 +637,11 @@ static int load_multiboot(const struct ctx *c, uint64_t off, const char *cmdline
 			return fail(c, -EINVAL, "module %zu has %zu bytes but no data", i,
 				    mods[i].size);
 		/* mod_end is a 32-bit field, so a module must end below 4 GiB. */
-		if (cursor > ram->size || mods[i].size > ram->size - cursor ||
-		    cursor >= SZ_4G || mods[i].size >= SZ_4G - cursor)
+		if (cursor > ram->size || mods[i].size > ram->size - cursor || cursor >= SZ_4G ||
+		    mods[i].size >= SZ_4G - cursor)
 			return fail(c, -E2BIG,
-				    "module %zu (%zu bytes) does not fit at %#" PRIx64 " in %s of RAM below 4 GiB",
+				    "module %zu (%zu bytes) does not fit at %#" PRIx64
+				    " in %s of RAM below 4 GiB",
 				    i, mods[i].size, cursor, fmt_ram(ram->size, r, sizeof(r)));
 		mods_end = cursor + mods[i].size;
 		if (!align_up(mods_end, PAGE_SIZE, &cursor))
@@ -625,7 +652,8 @@ static int load_multiboot(const struct ctx *c, uint64_t off, const char *cmdline
 		blob_size += str_size(mods[i].cmdline);
 	}
 	if (blob_size > SZ_4G)
-		return fail(c, -E2BIG, "multiboot information with the command lines is over 4 GiB");
+		return fail(c, -E2BIG,
+			    "multiboot information with the command lines is over 4 GiB");
 	rc = place_boot_area(c, "multiboot information", blob_size, p.image_start, mods_end, SZ_4G,
 			     &blob);
 	if (rc)
@@ -661,32 +689,33 @@ static int load_multiboot(const struct ctx *c, uint64_t off, const char *cmdline
 		wr32(ram, e + MMAP_SIZE, MMAP_ENTRY_SIZE - 4);
 		wr64(ram, e + MMAP_BASE, map[i][0]);
 		wr64(ram, e + MMAP_LENGTH, map[i][1]);
-		wr32(ram, e + MMAP_TYPE, (uint32_t)map[i][2]);
+		wr32(ram, e + MMAP_TYPE, (uint32_t) map[i][2]);
 		nr_mmap++;
 	}
 
-	wr32(ram, blob + MBI_FLAGS, (uint32_t)(MBI_F_MEMORY | MBI_F_CMDLINE | MBI_F_MODS |
-					       MBI_F_MMAP | MBI_F_LOADER_NAME));
-	wr32(ram, blob + MBI_MEM_LOWER, (uint32_t)(ram_low / SZ_1K));
+	wr32(ram, blob + MBI_FLAGS,
+	     (uint32_t) (MBI_F_MEMORY | MBI_F_CMDLINE | MBI_F_MODS | MBI_F_MMAP |
+			 MBI_F_LOADER_NAME));
+	wr32(ram, blob + MBI_MEM_LOWER, (uint32_t) (ram_low / SZ_1K));
 	end = ram->size > SZ_1M ? (ram->size - SZ_1M) / SZ_1K : 0;
-	wr32(ram, blob + MBI_MEM_UPPER, end > UINT32_MAX ? UINT32_MAX : (uint32_t)end);
-	wr32(ram, blob + MBI_MODS_COUNT, (uint32_t)nr_mods);
-	wr32(ram, blob + MBI_MODS_ADDR, (uint32_t)mods_addr);
-	wr32(ram, blob + MBI_MMAP_LENGTH, (uint32_t)(nr_mmap * MMAP_ENTRY_SIZE));
-	wr32(ram, blob + MBI_MMAP_ADDR, (uint32_t)mmap_addr);
+	wr32(ram, blob + MBI_MEM_UPPER, end > UINT32_MAX ? UINT32_MAX : (uint32_t) end);
+	wr32(ram, blob + MBI_MODS_COUNT, (uint32_t) nr_mods);
+	wr32(ram, blob + MBI_MODS_ADDR, (uint32_t) mods_addr);
+	wr32(ram, blob + MBI_MMAP_LENGTH, (uint32_t) (nr_mmap * MMAP_ENTRY_SIZE));
+	wr32(ram, blob + MBI_MMAP_ADDR, (uint32_t) mmap_addr);
 
-	wr32(ram, blob + MBI_BOOT_LOADER_NAME, (uint32_t)str);
+	wr32(ram, blob + MBI_BOOT_LOADER_NAME, (uint32_t) str);
 	str = put_string(ram, str, MB_LOADER_NAME);
-	wr32(ram, blob + MBI_CMDLINE, (uint32_t)str);
+	wr32(ram, blob + MBI_CMDLINE, (uint32_t) str);
 	str = put_string(ram, str, cmdline);
 	cursor = p.image_end;
 	for (size_t i = 0; i < nr_mods; i++) {
 		uint64_t m = mods_addr + i * MOD_SIZE;
 
 		align_up(cursor, PAGE_SIZE, &cursor);
-		wr32(ram, m + MOD_START, (uint32_t)cursor);
-		wr32(ram, m + MOD_END, (uint32_t)(cursor + mods[i].size));
-		wr32(ram, m + MOD_STRING, (uint32_t)str);
+		wr32(ram, m + MOD_START, (uint32_t) cursor);
+		wr32(ram, m + MOD_END, (uint32_t) (cursor + mods[i].size));
+		wr32(ram, m + MOD_STRING, (uint32_t) str);
 		str = put_string(ram, str, mods[i].cmdline);
 		cursor += mods[i].size;
 	}
@@ -695,7 +724,7 @@ static int load_multiboot(const struct ctx *c, uint64_t off, const char *cmdline
 	*ret = (struct vmm_boot){
 		.kind = VMM_BOOT_MULTIBOOT,
 		.entry = p.entry,
-		.mb_info = (uint32_t)blob,
+		.mb_info = (uint32_t) blob,
 		.image_start = p.image_start,
 		.image_end = p.image_end,
 		.free_start = end > mods_end ? end : mods_end,
@@ -718,8 +747,10 @@ static int load_elf64(const struct ctx *c, struct vmm_boot *ret)
 		return rc;
 
 	/* One PDPT maps 512 GiB with 2 MiB pages; RAM is already known to hold the segments. */
-	if (ram->size > (uint64_t)PT_ENTRIES * SZ_1G)
-		return fail(c, -E2BIG, "%" PRIu64 " GiB of RAM is more than the 512 GiB the ELF64 identity map covers",
+	if (ram->size > (uint64_t) PT_ENTRIES * SZ_1G)
+		return fail(c, -E2BIG,
+			    "%" PRIu64
+			    " GiB of RAM is more than the 512 GiB the ELF64 identity map covers",
 			    ram->size / SZ_1G);
 	nr_2m = (ram->size + SZ_2M - 1) / SZ_2M;
 	nr_pd = (nr_2m + PT_ENTRIES - 1) / PT_ENTRIES;
@@ -776,20 +807,20 @@ static int64_t find_multiboot(const uint8_t *img, uint64_t size, int64_t *ret_ba
 
 		if (magic != MB_HEADER_MAGIC)
 			continue;
-		if ((uint32_t)(magic + rd32(h + MBH_FLAGS) + rd32(h + MBH_CHECKSUM)) == 0) {
+		if ((uint32_t) (magic + rd32(h + MBH_FLAGS) + rd32(h + MBH_CHECKSUM)) == 0) {
 			*ret_bad = bad;
-			return (int64_t)off;
+			return (int64_t) off;
 		}
 		if (bad < 0)
-			bad = (int64_t)off;
+			bad = (int64_t) off;
 	}
 	*ret_bad = bad;
 	return -1;
 }
 
 int vmm_load_kernel(const struct vmm_ram *ram, const void *image, size_t size, const char *cmdline,
-		    const struct vmm_module *mods, size_t nr_mods, struct vmm_boot *ret,
-		    char *err, size_t errlen)
+		    const struct vmm_module *mods, size_t nr_mods, struct vmm_boot *ret, char *err,
+		    size_t errlen)
 {
 	const struct ctx c = {
 		.ram = ram,
@@ -811,24 +842,29 @@ int vmm_load_kernel(const struct vmm_ram *ram, const void *image, size_t size, c
 	is_elf = size >= 4 && !memcmp(image, "\177ELF", 4);
 	mb = find_multiboot(image, size, &bad);
 	if (mb >= 0) {
-		rc = load_multiboot(&c, (uint64_t)mb, cmdline, mods, nr_mods, &boot);
+		rc = load_multiboot(&c, (uint64_t) mb, cmdline, mods, nr_mods, &boot);
 	} else if (is_elf && size < EI_NIDENT) {
-		rc = fail(&c, -EINVAL, "truncated image: ELF identification needs %d bytes but the file has %zu",
+		rc = fail(&c, -EINVAL,
+			  "truncated image: ELF identification needs %d bytes but the file has %zu",
 			  EI_NIDENT, size);
 	} else if (is_elf && c.img[EI_CLASS] == ELFCLASS64) {
 		rc = load_elf64(&c, &boot);
 	} else if (bad >= 0) {
 		rc = fail(&c, -ENOEXEC,
-			  "multiboot header at offset %#" PRIx64 " has a bad checksum (magic + flags + checksum != 0)",
-			  (uint64_t)bad);
+			  "multiboot header at offset %#" PRIx64
+			  " has a bad checksum (magic + flags + checksum != 0)",
+			  (uint64_t) bad);
 	} else if (is_elf && c.img[EI_CLASS] == ELFCLASS32) {
 		rc = fail(&c, -ENOEXEC,
-			  "32-bit ELF without a multiboot header in the first 8 KiB: vpmu-vmm boots 32-bit kernels only through multiboot");
+			  "32-bit ELF without a multiboot header in the first 8 KiB: vpmu-vmm "
+			  "boots 32-bit kernels only through multiboot");
 	} else if (is_elf) {
-		rc = fail(&c, -ENOEXEC, "ELF image of unknown class %u (neither ELFCLASS32 nor ELFCLASS64)",
+		rc = fail(&c, -ENOEXEC,
+			  "ELF image of unknown class %u (neither ELFCLASS32 nor ELFCLASS64)",
 			  c.img[EI_CLASS]);
 	} else {
-		rc = fail(&c, -ENOEXEC, "not a kernel: no ELF magic and no multiboot header in the first 8 KiB");
+		rc = fail(&c, -ENOEXEC,
+			  "not a kernel: no ELF magic and no multiboot header in the first 8 KiB");
 	}
 	if (rc)
 		return rc;

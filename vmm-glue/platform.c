@@ -9,10 +9,10 @@
 
 #include "platform.h"
 
-#define UART_LCR_DLAB	0x80
-#define UART_LSR_THRE	0x20
-#define UART_LSR_TEMT	0x40
-#define UART_IIR_NO_INT	0x01
+#define UART_LCR_DLAB	     0x80
+#define UART_LSR_THRE	     0x20
+#define UART_LSR_TEMT	     0x40
+#define UART_IIR_NO_INT	     0x01
 #define UART_MSR_DCD_DSR_CTS 0xb0
 
 void platform_init(struct platform *p, FILE *serial_out, uint64_t ram_size, uint16_t cpus)
@@ -25,7 +25,7 @@ void platform_init(struct platform *p, FILE *serial_out, uint64_t ram_size, uint
 
 static int serial_io(struct platform *p, unsigned int reg, bool write, uint32_t *value)
 {
-	uint8_t v = (uint8_t)*value;
+	uint8_t v = (uint8_t) *value;
 	bool dlab = p->lcr & UART_LCR_DLAB;
 
 	if (write) {
@@ -42,23 +42,51 @@ static int serial_io(struct platform *p, unsigned int reg, bool write, uint32_t 
 				}
 			}
 			break;
-		case 1: if (dlab) p->dlm = v; else p->ier = v & 0x0f; break;
-		case 3: p->lcr = v; break;
-		case 4: p->mcr = v & 0x1f; break;
-		case 7: p->scr = v; break;
-		default: break;	/* FCR, LSR, MSR writes: nothing to model */
+		case 1:
+			if (dlab)
+				p->dlm = v;
+			else
+				p->ier = v & 0x0f;
+			break;
+		case 3:
+			p->lcr = v;
+			break;
+		case 4:
+			p->mcr = v & 0x1f;
+			break;
+		case 7:
+			p->scr = v;
+			break;
+		default:
+			break; /* FCR, LSR, MSR writes: nothing to model */
 		}
 		return 0;
 	}
 	switch (reg) {
-	case 0: *value = dlab ? p->dll : 0; break;
-	case 1: *value = dlab ? p->dlm : p->ier; break;
-	case 2: *value = UART_IIR_NO_INT; break;
-	case 3: *value = p->lcr; break;
-	case 4: *value = p->mcr; break;
-	case 5: *value = UART_LSR_THRE | UART_LSR_TEMT; break;
-	case 6: *value = UART_MSR_DCD_DSR_CTS; break;
-	default: *value = p->scr; break;
+	case 0:
+		*value = dlab ? p->dll : 0;
+		break;
+	case 1:
+		*value = dlab ? p->dlm : p->ier;
+		break;
+	case 2:
+		*value = UART_IIR_NO_INT;
+		break;
+	case 3:
+		*value = p->lcr;
+		break;
+	case 4:
+		*value = p->mcr;
+		break;
+	case 5:
+		*value = UART_LSR_THRE | UART_LSR_TEMT;
+		break;
+	case 6:
+		*value = UART_MSR_DCD_DSR_CTS;
+		break;
+	default:
+		*value = p->scr;
+		break;
 	}
 	return 0;
 }
@@ -75,23 +103,23 @@ static int fw_cfg_byte(const struct platform *p, uint16_t key, uint32_t off)
 		len = 4;
 		break;
 	case FW_CFG_ID:
-		buf[0] = 1;	/* traditional interface, no DMA */
+		buf[0] = 1; /* traditional interface, no DMA */
 		memset(buf + 1, 0, 3);
 		len = 4;
 		break;
 	case FW_CFG_RAM_SIZE:
 		for (int i = 0; i < 8; i++)
-			buf[i] = (uint8_t)(p->ram_size >> (8 * i));
+			buf[i] = (uint8_t) (p->ram_size >> (8 * i));
 		len = 8;
 		break;
 	case FW_CFG_NB_CPUS:
 	case FW_CFG_MAX_CPUS:
-		buf[0] = (uint8_t)p->cpus;
-		buf[1] = (uint8_t)(p->cpus >> 8);
+		buf[0] = (uint8_t) p->cpus;
+		buf[1] = (uint8_t) (p->cpus >> 8);
 		len = 2;
 		break;
 	case FW_CFG_FILE_DIR:
-		memset(buf, 0, 4);	/* big-endian count: no files */
+		memset(buf, 0, 4); /* big-endian count: no files */
 		len = 4;
 		break;
 	default:
@@ -110,14 +138,14 @@ int platform_io(struct platform *p, uint16_t port, unsigned int size, bool write
 	case PORT_DEBUG_EXIT:
 		if (write) {
 			p->exited = true;
-			p->exit_status = (int)((*value << 1) | 1);
+			p->exit_status = (int) ((*value << 1) | 1);
 		} else {
 			*value = 0;
 		}
 		return 0;
 	case PORT_FW_CFG_SEL:
 		if (write) {
-			p->fw_sel = (uint16_t)*value;
+			p->fw_sel = (uint16_t) *value;
 			p->fw_off = 0;
 		} else {
 			*value = p->fw_sel;
@@ -130,13 +158,16 @@ int platform_io(struct platform *p, uint16_t port, unsigned int size, bool write
 			for (unsigned int i = 0; i < size; i++) {
 				int b = fw_cfg_byte(p, p->fw_sel, p->fw_off++);
 
-				v |= (uint32_t)(b < 0 ? 0 : b) << (8 * i);
+				v |= (uint32_t) (b < 0 ? 0 : b) << (8 * i);
 			}
 			*value = v;
 		}
 		return 0;
-	case 0x20: case 0x21: case 0xa0: case 0xa1:	/* 8259 PICs: masked, ignored */
-	case 0x80:					/* POST code / I/O delay */
+	case 0x20:
+	case 0x21:
+	case 0xa0:
+	case 0xa1: /* 8259 PICs: masked, ignored */
+	case 0x80: /* POST code / I/O delay */
 		if (!write)
 			*value = port == 0x21 || port == 0xa1 ? 0xff : 0;
 		return 0;

@@ -33,7 +33,7 @@
 #include "../host-tools/pebs-dump.h"
 #include "vpmu/vpmu.h"
 
-#define EXIT_VMM_ERROR 2	/* even: a debug-exit status is always odd */
+#define EXIT_VMM_ERROR 2 /* even: a debug-exit status is always odd */
 
 /* --pmu-filter: shared by every vCPU, freed after them (a global, so never a leak report) */
 static struct vpmu_filter *pmu_filter;
@@ -42,23 +42,35 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: vpmu-vmm [OPTIONS] KERNEL\n"
-		"Boot KERNEL (multiboot v1, ELF64, or a Linux bzImage on KVM) with a virtual PMU.\n\n"
-		"  --accel auto|kvm|emu        vCPU: auto picks kvm where /dev/kvm works and the host has a\n"
-		"                              hardware PMU to back guest counters, else emu (default auto)\n"
+		"Boot KERNEL (multiboot v1, ELF64, or a Linux bzImage on KVM) with a virtual "
+		"PMU.\n\n"
+		"  --accel auto|kvm|emu        vCPU: auto picks kvm where /dev/kvm works and the "
+		"host has a\n"
+		"                              hardware PMU to back guest counters, else emu "
+		"(default auto)\n"
 		"  --smp N                     vCPUs (KVM only; default 1)\n"
 		"  --cpu MODEL                 guest CPU model (default Skylake-Server)\n"
-		"  --mem SIZE                  guest RAM, e.g. 128M, 1G (default 128M; no suffix: MiB)\n"
-		"  --host-counters auto|exact|time|perf  what backs guest counters: exact (the emulator\n"
-		"                              counts every instruction), time (cycles from the vCPU\n"
-		"                              thread's CPU time, real perf overflow signals), perf (host\n"
-		"                              hardware events, guest mode only: KVM); auto: exact on emu,\n"
+		"  --mem SIZE                  guest RAM, e.g. 128M, 1G (default 128M; no suffix: "
+		"MiB)\n"
+		"  --host-counters auto|exact|time|perf  what backs guest counters: exact (the "
+		"emulator\n"
+		"                              counts every instruction), time (cycles from the "
+		"vCPU\n"
+		"                              thread's CPU time, real perf overflow signals), "
+		"perf (host\n"
+		"                              hardware events, guest mode only: KVM); auto: exact "
+		"on emu,\n"
 		"                              perf on KVM (time there without a host PMU)\n"
 		"  --append CMDLINE            kernel command line\n"
-		"  --initrd FILE               pass FILE as a multiboot module (a bzImage's initrd on KVM)\n"
-		"  --stats PATH                serve vPMU statistics on Unix socket PATH (read with vpmu-stat)\n"
-		"  --pebs-dump FILE            at exit, write the guest's PEBS buffer to FILE (read with vpmu-pebs)\n"
+		"  --initrd FILE               pass FILE as a multiboot module (a bzImage's initrd "
+		"on KVM)\n"
+		"  --stats PATH                serve vPMU statistics on Unix socket PATH (read "
+		"with vpmu-stat)\n"
+		"  --pebs-dump FILE            at exit, write the guest's PEBS buffer to FILE "
+		"(read with vpmu-pebs)\n"
 		"  --max-insns N               stop with an error after N guest instructions\n"
-		"  --pmu-filter FILE           allow/deny guest PMU events and fixed counters, as KVM's\n"
+		"  --pmu-filter FILE           allow/deny guest PMU events and fixed counters, as "
+		"KVM's\n"
 		"                              PMU event filter does (format: docs/pmu-filter.md)\n"
 		"  -v, --verbose               print a summary of vPMU activity on exit\n"
 		"  -h, --help                  this text\n\n"
@@ -79,11 +91,25 @@ static int parse_size(const char *s, uint64_t *ret)
 	if (errno || end == s)
 		return -EINVAL;
 	switch (*end) {
-	case 'k': case 'K': mul = 1ull << 10; end++; break;
-	case 'm': case 'M': mul = 1ull << 20; end++; break;
-	case 'g': case 'G': mul = 1ull << 30; end++; break;
-	case '\0': break;
-	default: return -EINVAL;
+	case 'k':
+	case 'K':
+		mul = 1ull << 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		mul = 1ull << 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		mul = 1ull << 30;
+		end++;
+		break;
+	case '\0':
+		break;
+	default:
+		return -EINVAL;
 	}
 	if ((*end == 'i' || *end == 'I') && end[1] == 'B')
 		end += 2;
@@ -141,8 +167,8 @@ static void summary_vpmu(struct vpmu_vcpu *vcpu);
 /* The vPMU's warnings (a host counter it could not open, ...): one line each. */
 static void pmu_log(void *data, enum vpmu_log_level level, const char *msg)
 {
-	(void)data;
-	(void)level;
+	(void) data;
+	(void) level;
 	fprintf(stderr, "vpmu-vmm: vpmu: %s\n", msg);
 }
 
@@ -151,23 +177,28 @@ static void summary(struct emu *emu)
 	struct emu_stats s;
 
 	emu_get_stats(emu, &s);
-	fprintf(stderr, "vpmu-vmm: guest: %llu instructions, %llu cycles (modelled); %llu blocks, "
-		"%llu instructions single-stepped in %llu stretches, %llu stops after an overflowing "
+	fprintf(stderr,
+		"vpmu-vmm: guest: %llu instructions, %llu cycles (modelled); %llu blocks, "
+		"%llu instructions single-stepped in %llu stretches, %llu stops after an "
+		"overflowing "
 		"instruction; %llu TB flushes, %llu aliases (%llu flushes)\n",
-		(unsigned long long)s.instructions, (unsigned long long)s.cycles,
-		(unsigned long long)s.blocks, (unsigned long long)s.stepped,
-		(unsigned long long)s.step_entries, (unsigned long long)s.until_stops,
-		(unsigned long long)s.tb_flushes,
-		(unsigned long long)s.aliases, (unsigned long long)s.alias_flushes);
-	fprintf(stderr, "vpmu-vmm: exits: %llu MSR, %llu CPUID, %llu RDPMC, %llu I/O; events: %llu "
+		(unsigned long long) s.instructions, (unsigned long long) s.cycles,
+		(unsigned long long) s.blocks, (unsigned long long) s.stepped,
+		(unsigned long long) s.step_entries, (unsigned long long) s.until_stops,
+		(unsigned long long) s.tb_flushes, (unsigned long long) s.aliases,
+		(unsigned long long) s.alias_flushes);
+	fprintf(stderr,
+		"vpmu-vmm: exits: %llu MSR, %llu CPUID, %llu RDPMC, %llu I/O; events: %llu "
 		"interrupts, %llu NMIs, %llu exceptions, %llu PMIs\n",
-		(unsigned long long)s.msr_exits, (unsigned long long)s.cpuid_exits,
-		(unsigned long long)s.rdpmc_exits, (unsigned long long)s.io_exits,
-		(unsigned long long)s.interrupts, (unsigned long long)s.nmis,
-		(unsigned long long)s.exceptions, (unsigned long long)s.pmis);
+		(unsigned long long) s.msr_exits, (unsigned long long) s.cpuid_exits,
+		(unsigned long long) s.rdpmc_exits, (unsigned long long) s.io_exits,
+		(unsigned long long) s.interrupts, (unsigned long long) s.nmis,
+		(unsigned long long) s.exceptions, (unsigned long long) s.pmis);
 	if (s.kicks)
-		fprintf(stderr, "vpmu-vmm: host-counter overflows: %llu stopped the guest to poll the "
-			"vPMU\n", (unsigned long long)s.kicks);
+		fprintf(stderr,
+			"vpmu-vmm: host-counter overflows: %llu stopped the guest to poll the "
+			"vPMU\n",
+			(unsigned long long) s.kicks);
 	summary_vpmu(emu_vpmu(emu));
 }
 
@@ -177,12 +208,13 @@ static void summary_vpmu(struct vpmu_vcpu *vcpu)
 
 	if (!vcpu || vpmu_stats_read(vcpu, &v) < 0)
 		return;
-	fprintf(stderr, "vpmu-vmm: vpmu %s/%s: %llu MSR reads, %llu writes, %llu #GP, %llu RDPMC, "
+	fprintf(stderr,
+		"vpmu-vmm: vpmu %s/%s: %llu MSR reads, %llu writes, %llu #GP, %llu RDPMC, "
 		"%llu overflows, %llu PMIs requested, %llu delivered\n",
-		v.model, v.backend, (unsigned long long)v.msr_reads, (unsigned long long)v.msr_writes,
-		(unsigned long long)v.msr_faults, (unsigned long long)v.rdpmcs,
-		(unsigned long long)v.overflows, (unsigned long long)v.pmis_requested,
-		(unsigned long long)v.pmis_delivered);
+		v.model, v.backend, (unsigned long long) v.msr_reads,
+		(unsigned long long) v.msr_writes, (unsigned long long) v.msr_faults,
+		(unsigned long long) v.rdpmcs, (unsigned long long) v.overflows,
+		(unsigned long long) v.pmis_requested, (unsigned long long) v.pmis_delivered);
 	for (unsigned int i = 0; i < VPMU_STATS_COUNTERS; i++) {
 		const struct vpmu_counter_stats *c = &v.counters[i];
 		const char *state;
@@ -191,19 +223,22 @@ static void summary_vpmu(struct vpmu_vcpu *vcpu)
 		if (!(c->flags & VPMU_CTR_PROGRAMMED) && !c->overflows)
 			continue;
 		if (c->time_enabled)
-			fprintf(stderr, "vpmu-vmm:   %s%u host event enabled %llu ns, running %llu ns\n",
+			fprintf(stderr,
+				"vpmu-vmm:   %s%u host event enabled %llu ns, running %llu ns\n",
 				i < 8 ? "gp" : "fixed", i < 8 ? i : i - 8,
-				(unsigned long long)c->time_enabled, (unsigned long long)c->time_running);
-		state = c->flags & VPMU_CTR_UNBACKED ? "unbacked" :
-			c->flags & VPMU_CTR_FILTERED ? "filtered" :
-			c->flags & VPMU_CTR_DEGRADED ? "degraded" : NULL;
+				(unsigned long long) c->time_enabled,
+				(unsigned long long) c->time_running);
+		state = c->flags & VPMU_CTR_UNBACKED   ? "unbacked"
+			: c->flags & VPMU_CTR_FILTERED ? "filtered"
+			: c->flags & VPMU_CTR_DEGRADED ? "degraded"
+						       : NULL;
 		note[0] = '\0';
 		if (state)
 			snprintf(note, sizeof(note), " (%s%s%s)", state, c->error ? ": " : "",
 				 c->error ? strerror(-c->error) : "");
 		fprintf(stderr, "vpmu-vmm:   %s%u config %#llx count %llu overflows %llu%s\n",
-			i < 8 ? "gp" : "fixed", i < 8 ? i : i - 8, (unsigned long long)c->config,
-			(unsigned long long)c->count, (unsigned long long)c->overflows, note);
+			i < 8 ? "gp" : "fixed", i < 8 ? i : i - 8, (unsigned long long) c->config,
+			(unsigned long long) c->count, (unsigned long long) c->overflows, note);
 	}
 }
 
@@ -216,20 +251,20 @@ static void summary_vpmu(struct vpmu_vcpu *vcpu)
  * a client that does not take its snapshot within STATS_CLIENT_MS is
  * dropped. vpmu_stats_read() never stops the vCPU.
  */
-#define STATS_MAX_CLIENTS	32
-#define STATS_CLIENT_MS		2000
-#define STATS_SNAPSHOT_MAX	(1u << 20)
+#define STATS_MAX_CLIENTS  32
+#define STATS_CLIENT_MS	   2000
+#define STATS_SNAPSHOT_MAX (1u << 20)
 
 struct stats_client {
 	int fd;
 	char *buf;
 	size_t len, off;
-	uint64_t deadline;	/* CLOCK_MONOTONIC ms */
+	uint64_t deadline; /* CLOCK_MONOTONIC ms */
 };
 
 struct stats_server {
 	int listen_fd;
-	int wake[2];		/* a byte on wake[1] stops the thread */
+	int wake[2]; /* a byte on wake[1] stops the thread */
 	pthread_t thread;
 	bool running;
 	struct vpmu_vcpu *vcpus[1];
@@ -239,7 +274,7 @@ struct stats_server {
 };
 
 /* For the SIGINT/SIGTERM handler: the socket to remove (async-signal-safe unlink). */
-static char stats_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static char stats_path[sizeof(((struct sockaddr_un *) 0)->sun_path)];
 static volatile sig_atomic_t stats_path_set;
 
 static uint64_t now_ms(void)
@@ -247,7 +282,7 @@ static uint64_t now_ms(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
 }
 
 /* Only a peer of our own effective uid may read the figures. */
@@ -274,8 +309,10 @@ static char *stats_snapshot(struct stats_server *srv, size_t *ret_len)
 		if (!nb)
 			break;
 		buf = nb;
-		len = (size_t)snprintf(buf, cap, "{\"version\":1,\"vmm\":\"vpmu-vmm\",\"pid\":%ld,"
-				       "\"vcpus\":[", (long)getpid());
+		len = (size_t) snprintf(buf, cap,
+					"{\"version\":1,\"vmm\":\"vpmu-vmm\",\"pid\":%ld,"
+					"\"vcpus\":[",
+					(long) getpid());
 		for (unsigned int i = 0; i < srv->nr_vcpus && len < cap; i++) {
 			struct vpmu_stats st;
 			size_t n;
@@ -356,10 +393,11 @@ static bool stats_serve(struct stats_client *c, short revents)
 		return false;
 	if (revents & POLLOUT) {
 		while (c->off < c->len) {
-			n = send(c->fd, c->buf + c->off, c->len - c->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+			n = send(c->fd, c->buf + c->off, c->len - c->off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
 			if (n < 0)
 				return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-			c->off += (size_t)n;
+			c->off += (size_t) n;
 		}
 		shutdown(c->fd, SHUT_WR);
 		return false;
@@ -379,7 +417,8 @@ static void *stats_thread(void *data)
 
 		pfd[0] = (struct pollfd){ .fd = srv->wake[0], .events = POLLIN };
 		/* at the client limit, new peers wait in the backlog */
-		pfd[1] = (struct pollfd){ .fd = srv->nr_clients < STATS_MAX_CLIENTS ? srv->listen_fd : -1,
+		pfd[1] = (struct pollfd){ .fd = srv->nr_clients < STATS_MAX_CLIENTS ? srv->listen_fd
+										    : -1,
 					  .events = POLLIN };
 		for (unsigned int i = 0; i < srv->nr_clients; i++) {
 			pfd[nfds++] = (struct pollfd){ .fd = srv->clients[i].fd,
@@ -387,7 +426,7 @@ static void *stats_thread(void *data)
 			if (srv->clients[i].deadline < next)
 				next = srv->clients[i].deadline;
 		}
-		timeout = next == UINT64_MAX ? -1 : next <= now ? 0 : (int)(next - now);
+		timeout = next == UINT64_MAX ? -1 : next <= now ? 0 : (int) (next - now);
 		if (poll(pfd, nfds, timeout) < 0 && errno != EINTR)
 			break;
 		if (pfd[0].revents)
@@ -433,8 +472,10 @@ static int stats_listen(const char *path, char *err, size_t errlen)
 		int probe;
 
 		if (!S_ISSOCK(stb.st_mode)) {
-			snprintf(err, errlen, "--stats %s: exists and is not a socket: remove it or pick "
-				 "another path", path);
+			snprintf(err, errlen,
+				 "--stats %s: exists and is not a socket: remove it or pick "
+				 "another path",
+				 path);
 			return -EEXIST;
 		}
 		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -442,14 +483,16 @@ static int stats_listen(const char *path, char *err, size_t errlen)
 			snprintf(err, errlen, "--stats %s: socket: %s", path, strerror(errno));
 			return -errno;
 		}
-		r = connect(probe, (struct sockaddr *)&sa, sizeof(sa));
+		r = connect(probe, (struct sockaddr *) &sa, sizeof(sa));
 		close(probe);
 		if (r == 0) {
-			snprintf(err, errlen, "--stats %s: another process serves this socket: pick "
-				 "another path", path);
+			snprintf(err, errlen,
+				 "--stats %s: another process serves this socket: pick "
+				 "another path",
+				 path);
 			return -EADDRINUSE;
 		}
-		unlink(path);	/* stale: left by a VMM that was killed */
+		unlink(path); /* stale: left by a VMM that was killed */
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
@@ -458,7 +501,7 @@ static int stats_listen(const char *path, char *err, size_t errlen)
 	}
 	/* mode 0600 from the start: no window where another uid could connect */
 	old = umask(0177);
-	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	r = bind(fd, (struct sockaddr *) &sa, sizeof(sa));
 	umask(old);
 	if (r < 0 || listen(fd, 64) < 0) {
 		r = -errno;
@@ -533,10 +576,10 @@ static void stats_stop(struct stats_server *srv)
 /* ---- the PEBS dump (--pebs-dump FILE) ------------------------------------ */
 
 /* DS management area, SDM Vol. 3B 20.6.3.4 (64-bit format) */
-#define DS_PEBS_BASE		0x20
-#define DS_PEBS_INDEX		0x28
-#define DS_PEBS_THRESHOLD	0x38
-#define PEBS_DUMP_MAX		(256ull << 20)
+#define DS_PEBS_BASE	  0x20
+#define DS_PEBS_INDEX	  0x28
+#define DS_PEBS_THRESHOLD 0x38
+#define PEBS_DUMP_MAX	  (256ull << 20)
 
 static uint64_t msr_or_zero(struct vpmu_vcpu *vcpu, uint32_t msr)
 {
@@ -584,9 +627,11 @@ static int pebs_dump(struct emu *emu, const char *path, char *err, size_t errlen
 		if (h.records_len) {
 			records = guest_mem_ptr(&mem, h.pebs_base, h.records_len);
 			if (!records) {
-				snprintf(err, errlen, "--pebs-dump %s: the PEBS buffer at %#llx (+%llu bytes) "
-					 "is outside guest RAM", path, (unsigned long long)h.pebs_base,
-					 (unsigned long long)h.records_len);
+				snprintf(err, errlen,
+					 "--pebs-dump %s: the PEBS buffer at %#llx (+%llu bytes) "
+					 "is outside guest RAM",
+					 path, (unsigned long long) h.pebs_base,
+					 (unsigned long long) h.records_len);
 				return -EFAULT;
 			}
 		}
@@ -596,8 +641,10 @@ static int pebs_dump(struct emu *emu, const char *path, char *err, size_t errlen
 		if (walk_read(&mem, &p, h.ds_area + DS_PEBS_BASE, &v[0], 8, 0) < 0 ||
 		    walk_read(&mem, &p, h.ds_area + DS_PEBS_INDEX, &v[1], 8, 0) < 0 ||
 		    walk_read(&mem, &p, h.ds_area + DS_PEBS_THRESHOLD, &v[2], 8, 0) < 0) {
-			snprintf(err, errlen, "--pebs-dump %s: the DS area at %#llx is not mapped by the "
-				 "guest's page tables at exit", path, (unsigned long long)h.ds_area);
+			snprintf(err, errlen,
+				 "--pebs-dump %s: the DS area at %#llx is not mapped by the "
+				 "guest's page tables at exit",
+				 path, (unsigned long long) h.ds_area);
 			return -EFAULT;
 		}
 		h.pebs_base = v[0];
@@ -606,10 +653,12 @@ static int pebs_dump(struct emu *emu, const char *path, char *err, size_t errlen
 		if (h.pebs_index > h.pebs_base) {
 			h.records_len = h.pebs_index - h.pebs_base;
 			if (h.records_len > PEBS_DUMP_MAX) {
-				snprintf(err, errlen, "--pebs-dump %s: PEBS index %#llx is %llu bytes past base "
-					 "%#llx: not a buffer to dump", path,
-					 (unsigned long long)h.pebs_index, (unsigned long long)h.records_len,
-					 (unsigned long long)h.pebs_base);
+				snprintf(err, errlen,
+					 "--pebs-dump %s: PEBS index %#llx is %llu bytes past base "
+					 "%#llx: not a buffer to dump",
+					 path, (unsigned long long) h.pebs_index,
+					 (unsigned long long) h.records_len,
+					 (unsigned long long) h.pebs_base);
 				return -EFBIG;
 			}
 			copy = malloc(h.records_len);
@@ -619,9 +668,11 @@ static int pebs_dump(struct emu *emu, const char *path, char *err, size_t errlen
 			}
 			r = walk_read(&mem, &p, h.pebs_base, copy, h.records_len, 0);
 			if (r < 0) {
-				snprintf(err, errlen, "--pebs-dump %s: the PEBS buffer %#llx..%#llx is not "
-					 "mapped by the guest's page tables at exit", path,
-					 (unsigned long long)h.pebs_base, (unsigned long long)h.pebs_index);
+				snprintf(err, errlen,
+					 "--pebs-dump %s: the PEBS buffer %#llx..%#llx is not "
+					 "mapped by the guest's page tables at exit",
+					 path, (unsigned long long) h.pebs_base,
+					 (unsigned long long) h.pebs_index);
 				free(copy);
 				return r;
 			}
@@ -637,7 +688,9 @@ static int pebs_dump(struct emu *emu, const char *path, char *err, size_t errlen
 		return r;
 	}
 	r = fwrite(&h, sizeof(h), 1, f) == 1 &&
-	    (!h.records_len || fwrite(records, h.records_len, 1, f) == 1) ? 0 : -EIO;
+			    (!h.records_len || fwrite(records, h.records_len, 1, f) == 1)
+		    ? 0
+		    : -EIO;
 	if (fclose(f) != 0)
 		r = -EIO;
 	free(copy);
@@ -660,7 +713,7 @@ static int pebs_dump(struct emu *emu, const char *path, char *err, size_t errlen
  */
 static void on_host_signal(int sig)
 {
-	(void)sig;
+	(void) sig;
 }
 
 static void host_signals(int signo)
@@ -682,10 +735,13 @@ static bool is_bzimage(const uint8_t *img, size_t size)
 /* Whether perf can count hardware instructions here: what backs guest counters under KVM. */
 static bool host_has_pmu(void)
 {
-	struct perf_event_attr a = { .type = PERF_TYPE_HARDWARE, .size = sizeof(a),
-				     .config = PERF_COUNT_HW_INSTRUCTIONS, .disabled = 1,
-				     .exclude_kernel = 1, .exclude_hv = 1 };
-	int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+	struct perf_event_attr a = { .type = PERF_TYPE_HARDWARE,
+				     .size = sizeof(a),
+				     .config = PERF_COUNT_HW_INSTRUCTIONS,
+				     .disabled = 1,
+				     .exclude_kernel = 1,
+				     .exclude_hv = 1 };
+	int fd = (int) syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
 
 	if (fd < 0)
 		return false;
@@ -715,8 +771,8 @@ static int run_kvm(const struct kvm_vm_config *kc, const struct run_args *a)
 		return EXIT_VMM_ERROR;
 	}
 	if (is_bzimage(a->image, a->size)) {
-		r = kvm_vm_boot_linux(vm, a->image, a->size, a->append, a->initrd_data, a->initrd_size,
-				      err, sizeof(err));
+		r = kvm_vm_boot_linux(vm, a->image, a->size, a->append, a->initrd_data,
+				      a->initrd_size, err, sizeof(err));
 	} else {
 		struct vmm_ram ram = kvm_vm_ram(vm);
 
@@ -746,12 +802,13 @@ static int run_kvm(const struct kvm_vm_config *kc, const struct run_args *a)
 		struct kvm_vm_stats st;
 
 		kvm_vm_stats(vm, &st);
-		fprintf(stderr, "vpmu-vmm: kvm: %u vCPU(s); exits: %llu, %llu MSR, %llu I/O; %llu "
-			"PMIs (%llu NMIs), %llu RDPMC shadow refreshes, %llu signals\n", kc->smp,
-			(unsigned long long)st.exits, (unsigned long long)st.msr_exits,
-			(unsigned long long)st.io_exits, (unsigned long long)st.pmis,
-			(unsigned long long)st.nmis, (unsigned long long)st.shadow_writes,
-			(unsigned long long)st.signals);
+		fprintf(stderr,
+			"vpmu-vmm: kvm: %u vCPU(s); exits: %llu, %llu MSR, %llu I/O; %llu "
+			"PMIs (%llu NMIs), %llu RDPMC shadow refreshes, %llu signals\n",
+			kc->smp, (unsigned long long) st.exits, (unsigned long long) st.msr_exits,
+			(unsigned long long) st.io_exits, (unsigned long long) st.pmis,
+			(unsigned long long) st.nmis, (unsigned long long) st.shadow_writes,
+			(unsigned long long) st.signals);
 		for (unsigned int i = 0; i < kc->smp; i++)
 			summary_vpmu(kvm_vm_vpmu(vm, i));
 	}
@@ -796,34 +853,59 @@ int main(int argc, char **argv)
 	cfg.pmu_log = pmu_log;
 	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
 		switch (c) {
-		case 'a': accel = optarg; break;
-		case 'c': cfg.model = optarg; break;
+		case 'a':
+			accel = optarg;
+			break;
+		case 'c':
+			cfg.model = optarg;
+			break;
 		case 'm':
 			if (parse_size(optarg, &cfg.mem_size) < 0) {
-				fprintf(stderr, "vpmu-vmm: --mem %s: not a size (use e.g. 128M or 1G)\n", optarg);
+				fprintf(stderr,
+					"vpmu-vmm: --mem %s: not a size (use e.g. 128M or 1G)\n",
+					optarg);
 				return EXIT_VMM_ERROR;
 			}
 			break;
-		case 'H': counters = optarg; break;
-		case 'A': append = optarg; break;
-		case 'i': initrd = optarg; break;
-		case 's': stats = optarg; break;
-		case 'P': dump = optarg; break;
-		case 'n': cfg.max_instructions = strtoull(optarg, NULL, 0); break;
-		case 'F': filter_path = optarg; break;
-		case 'v': verbose = true; break;
+		case 'H':
+			counters = optarg;
+			break;
+		case 'A':
+			append = optarg;
+			break;
+		case 'i':
+			initrd = optarg;
+			break;
+		case 's':
+			stats = optarg;
+			break;
+		case 'P':
+			dump = optarg;
+			break;
+		case 'n':
+			cfg.max_instructions = strtoull(optarg, NULL, 0);
+			break;
+		case 'F':
+			filter_path = optarg;
+			break;
+		case 'v':
+			verbose = true;
+			break;
 		case 'S': {
 			char *end;
 			unsigned long n = strtoul(optarg, &end, 10);
 
 			if (*end || !n || n > KVM_VM_MAX_VCPUS) {
-				fprintf(stderr, "vpmu-vmm: --smp %s: use 1 to %u\n", optarg, KVM_VM_MAX_VCPUS);
+				fprintf(stderr, "vpmu-vmm: --smp %s: use 1 to %u\n", optarg,
+					KVM_VM_MAX_VCPUS);
 				return EXIT_VMM_ERROR;
 			}
-			smp = (unsigned int)n;
+			smp = (unsigned int) n;
 			break;
 		}
-		case 'h': usage(stdout); return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
 		default:
 			fprintf(stderr, "vpmu-vmm: see vpmu-vmm --help\n");
 			return EXIT_VMM_ERROR;
@@ -840,7 +922,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(counters, "auto") && strcmp(counters, "exact") && strcmp(counters, "time") &&
 	    strcmp(counters, "perf")) {
-		fprintf(stderr, "vpmu-vmm: --host-counters %s: use auto, exact, time or perf\n", counters);
+		fprintf(stderr, "vpmu-vmm: --host-counters %s: use auto, exact, time or perf\n",
+			counters);
 		return EXIT_VMM_ERROR;
 	}
 	if (filter_path) {
@@ -858,11 +941,13 @@ int main(int argc, char **argv)
 		if (kvm_probe(why, sizeof(why)) < 0) {
 			use_kvm = false;
 		} else if (!host_has_pmu()) {
-			snprintf(why, sizeof(why), "KVM works here but the host has no hardware PMU to "
+			snprintf(why, sizeof(why),
+				 "KVM works here but the host has no hardware PMU to "
 				 "back guest counters; the emulator counts exactly");
 			use_kvm = false;
 		} else {
-			snprintf(why, sizeof(why), "/dev/kvm works and the host has a hardware PMU");
+			snprintf(why, sizeof(why),
+				 "/dev/kvm works and the host has a hardware PMU");
 			use_kvm = true;
 		}
 		if (verbose)
@@ -871,17 +956,23 @@ int main(int argc, char **argv)
 	}
 	if (use_kvm) {
 		struct kvm_vm_config kc;
-		struct run_args a = { .kernel = argv[optind], .append = append, .initrd = initrd,
-				      .stats = stats, .verbose = verbose };
+		struct run_args a = { .kernel = argv[optind],
+				      .append = append,
+				      .initrd = initrd,
+				      .stats = stats,
+				      .verbose = verbose };
 
 		if (!strcmp(counters, "exact")) {
-			fprintf(stderr, "vpmu-vmm: --host-counters exact needs the emulator, which sees "
-				"every instruction; under KVM guest counters are backed by host perf "
+			fprintf(stderr,
+				"vpmu-vmm: --host-counters exact needs the emulator, which sees "
+				"every instruction; under KVM guest counters are backed by host "
+				"perf "
 				"events (the default there)\n");
 			return EXIT_VMM_ERROR;
 		}
 		if (dump) {
-			fprintf(stderr, "vpmu-vmm: --pebs-dump reads the buffer through the emulator's "
+			fprintf(stderr,
+				"vpmu-vmm: --pebs-dump reads the buffer through the emulator's "
 				"paging state: use --accel emu\n");
 			return EXIT_VMM_ERROR;
 		}
@@ -893,21 +984,25 @@ int main(int argc, char **argv)
 		kc.pmu_log = pmu_log;
 		if (!strcmp(counters, "time")) {
 			kc.backend = VPMU_BACKEND_TIME;
-			snprintf(why, sizeof(why), "asked for: cycles from the vCPU threads' CPU time");
+			snprintf(why, sizeof(why),
+				 "asked for: cycles from the vCPU threads' CPU time");
 		} else if (host_has_pmu()) {
 			kc.backend = VPMU_BACKEND_PERF;
 			snprintf(why, sizeof(why), "%s: host hardware events in guest mode",
-				 !strcmp(counters, "perf") ? "asked for" : "the host has a hardware PMU");
+				 !strcmp(counters, "perf") ? "asked for"
+							   : "the host has a hardware PMU");
 		} else if (!strcmp(counters, "perf")) {
 			kc.backend = VPMU_BACKEND_PERF;
-			snprintf(why, sizeof(why), "asked for, but the host has no hardware PMU: guest "
+			snprintf(why, sizeof(why),
+				 "asked for, but the host has no hardware PMU: guest "
 				 "counters will be unbacked (--host-counters time counts cycles)");
 		} else {
 			kc.backend = VPMU_BACKEND_TIME;
-			snprintf(why, sizeof(why), "the host has no hardware PMU: cycles from the vCPU "
+			snprintf(why, sizeof(why),
+				 "the host has no hardware PMU: cycles from the vCPU "
 				 "threads' CPU time");
 		}
-		kc.signo = SIGRTMIN + 4;	/* vpmu_config_init()'s default, which kvm.c keeps */
+		kc.signo = SIGRTMIN + 4; /* vpmu_config_init()'s default, which kvm.c keeps */
 		host_signals(kc.signo);
 		if (verbose)
 			fprintf(stderr, "vpmu-vmm: --host-counters %s: using %s (%s)\n", counters,
@@ -921,30 +1016,34 @@ int main(int argc, char **argv)
 			a.initrd_data = read_file(initrd, &a.initrd_size, err, sizeof(err));
 			if (!a.initrd_data) {
 				fprintf(stderr, "vpmu-vmm: %s\n", err);
-				free((void *)a.image);
+				free((void *) a.image);
 				return EXIT_VMM_ERROR;
 			}
 		}
 		status = run_kvm(&kc, &a);
-		free((void *)a.image);
-		free((void *)a.initrd_data);
+		free((void *) a.image);
+		free((void *) a.initrd_data);
 		vpmu_filter_free(pmu_filter);
 		return status;
 	}
 	if (smp != 1) {
-		fprintf(stderr, "vpmu-vmm: --smp %u: the emulator runs one vCPU; use --accel kvm\n", smp);
+		fprintf(stderr, "vpmu-vmm: --smp %u: the emulator runs one vCPU; use --accel kvm\n",
+			smp);
 		return EXIT_VMM_ERROR;
 	}
 	if (!strcmp(counters, "perf")) {
-		fprintf(stderr, "vpmu-vmm: --host-counters perf needs --accel kvm: perf counts guest "
-			"mode only (exclude_host), which an emulator never enters; use --host-counters "
+		fprintf(stderr,
+			"vpmu-vmm: --host-counters perf needs --accel kvm: perf counts guest "
+			"mode only (exclude_host), which an emulator never enters; use "
+			"--host-counters "
 			"exact or time\n");
 		return EXIT_VMM_ERROR;
 	}
 	if (!strcmp(counters, "time")) {
 		cfg.pmu_backend = VPMU_BACKEND_TIME;
-		cfg.pmu_signo = -1;	/* no signals: the emulator looks between blocks */
-		snprintf(why, sizeof(why), "asked for: cycles from this thread's CPU time, which is the "
+		cfg.pmu_signo = -1; /* no signals: the emulator looks between blocks */
+		snprintf(why, sizeof(why),
+			 "asked for: cycles from this thread's CPU time, which is the "
 			 "guest's; other events unbacked");
 	} else {
 		snprintf(why, sizeof(why), "%sthe emulator counts every event it models exactly",
@@ -960,8 +1059,10 @@ int main(int argc, char **argv)
 		return EXIT_VMM_ERROR;
 	}
 	if (is_bzimage(image, size)) {
-		fprintf(stderr, "vpmu-vmm: %s is a Linux bzImage, which boots with --accel kvm; the "
-			"emulator runs multiboot and ELF64 kernels\n", argv[optind]);
+		fprintf(stderr,
+			"vpmu-vmm: %s is a Linux bzImage, which boots with --accel kvm; the "
+			"emulator runs multiboot and ELF64 kernels\n",
+			argv[optind]);
 		free(image);
 		return EXIT_VMM_ERROR;
 	}
@@ -1019,6 +1120,6 @@ out:
 	emu_free(emu);
 	free(image);
 	free(initrd_data);
-	vpmu_filter_free(pmu_filter);	/* after emu_free: its vCPU used it */
+	vpmu_filter_free(pmu_filter); /* after emu_free: its vCPU used it */
 	return status;
 }

@@ -24,8 +24,8 @@ enum field {
 	F_NONE,
 	F_INST,
 	F_CYCLES,
-	F_REF,		/* TSC-rate reference cycles (fixed counter 2) */
-	F_XCLK,		/* crystal-clock reference cycles (3CH/01H) */
+	F_REF,	/* TSC-rate reference cycles (fixed counter 2) */
+	F_XCLK, /* crystal-clock reference cycles (3CH/01H) */
 	F_BRANCHES,
 	F_COND,
 	F_COND_NTAKEN,
@@ -43,24 +43,24 @@ enum field {
  * Skylake-server catalogue's, whose encodings later cores keep. */
 static const struct exact_event {
 	uint8_t event, umask, field;
-	bool per_insn;		/* at most one per instruction: CMask/Inv exact */
+	bool per_insn; /* at most one per instruction: CMask/Inv exact */
 } events[] = {
-	{ 0x3c, 0x00, F_CYCLES, false },	/* CPU_CLK_UNHALTED.THREAD_P (arch 0) */
-	{ 0xc0, 0x00, F_INST, true },		/* INST_RETIRED.ANY_P (arch 1) */
-	{ 0x3c, 0x01, F_XCLK, false },		/* CPU_CLK_THREAD_UNHALTED.REF_XCLK (arch 2) */
-	{ 0xc4, 0x00, F_BRANCHES, true },	/* BR_INST_RETIRED.ALL_BRANCHES (arch 5) */
-	{ 0xc5, 0x00, F_MISSES, true },		/* BR_MISP_RETIRED.ALL_BRANCHES (arch 6) */
-	{ 0xc0, 0x01, F_INST, true },		/* INST_RETIRED.PREC_DIST */
-	{ 0xc4, 0x01, F_COND, true },		/* BR_INST_RETIRED.CONDITIONAL */
-	{ 0xc4, 0x02, F_CALLS, true },		/* BR_INST_RETIRED.NEAR_CALL */
-	{ 0xc4, 0x04, F_BRANCHES, true },	/* BR_INST_RETIRED.ALL_BRANCHES_PS */
-	{ 0xc4, 0x08, F_RETS, true },		/* BR_INST_RETIRED.NEAR_RETURN */
-	{ 0xc4, 0x10, F_COND_NTAKEN, true },	/* BR_INST_RETIRED.COND_NTAKEN */
-	{ 0xc4, 0x20, F_NEAR_TAKEN, true },	/* BR_INST_RETIRED.NEAR_TAKEN */
-	{ 0xc4, 0x40, F_FAR, true },		/* BR_INST_RETIRED.FAR_BRANCH */
-	{ 0xd0, 0x81, F_LOADS, true },		/* MEM_INST_RETIRED.ALL_LOADS */
-	{ 0xd0, 0x82, F_STORES, true },		/* MEM_INST_RETIRED.ALL_STORES */
-	{ 0xd0, 0x83, F_MEM, true },		/* MEM_INST_RETIRED.ANY */
+	{ 0x3c, 0x00, F_CYCLES, false },     /* CPU_CLK_UNHALTED.THREAD_P (arch 0) */
+	{ 0xc0, 0x00, F_INST, true },	     /* INST_RETIRED.ANY_P (arch 1) */
+	{ 0x3c, 0x01, F_XCLK, false },	     /* CPU_CLK_THREAD_UNHALTED.REF_XCLK (arch 2) */
+	{ 0xc4, 0x00, F_BRANCHES, true },    /* BR_INST_RETIRED.ALL_BRANCHES (arch 5) */
+	{ 0xc5, 0x00, F_MISSES, true },	     /* BR_MISP_RETIRED.ALL_BRANCHES (arch 6) */
+	{ 0xc0, 0x01, F_INST, true },	     /* INST_RETIRED.PREC_DIST */
+	{ 0xc4, 0x01, F_COND, true },	     /* BR_INST_RETIRED.CONDITIONAL */
+	{ 0xc4, 0x02, F_CALLS, true },	     /* BR_INST_RETIRED.NEAR_CALL */
+	{ 0xc4, 0x04, F_BRANCHES, true },    /* BR_INST_RETIRED.ALL_BRANCHES_PS */
+	{ 0xc4, 0x08, F_RETS, true },	     /* BR_INST_RETIRED.NEAR_RETURN */
+	{ 0xc4, 0x10, F_COND_NTAKEN, true }, /* BR_INST_RETIRED.COND_NTAKEN */
+	{ 0xc4, 0x20, F_NEAR_TAKEN, true },  /* BR_INST_RETIRED.NEAR_TAKEN */
+	{ 0xc4, 0x40, F_FAR, true },	     /* BR_INST_RETIRED.FAR_BRANCH */
+	{ 0xd0, 0x81, F_LOADS, true },	     /* MEM_INST_RETIRED.ALL_LOADS */
+	{ 0xd0, 0x82, F_STORES, true },	     /* MEM_INST_RETIRED.ALL_STORES */
+	{ 0xd0, 0x83, F_MEM, true },	     /* MEM_INST_RETIRED.ANY */
 };
 
 /* Fixed counters 0..2: INST_RETIRED.ANY, CPU_CLK_UNHALTED.THREAD, REF_TSC. */
@@ -72,17 +72,17 @@ struct exact_ctr {
 	bool inv;
 	bool usr, os;
 	bool running;
-	uint64_t pending;	/* counted since the last update/read */
-	uint64_t remaining;	/* events until the guest counter overflows */
+	uint64_t pending;   /* counted since the last update/read */
+	uint64_t remaining; /* events until the guest counter overflows */
 };
 
 struct exact_state {
 	struct vpmu_vcpu *vcpu;
-	struct exact_ctr ctr[64];	/* GLOBAL_CTRL numbering */
-	struct vpmu_host_event ev[64];	/* the event each counter is set up for */
-	uint64_t running;		/* mask of running counters */
-	uint64_t ref_total;		/* for the crystal-clock conversion */
-	uint32_t xclk_num, xclk_den;	/* ref cycles * den / num = crystal cycles */
+	struct exact_ctr ctr[64];      /* GLOBAL_CTRL numbering */
+	struct vpmu_host_event ev[64]; /* the event each counter is set up for */
+	uint64_t running;	       /* mask of running counters */
+	uint64_t ref_total;	       /* for the crystal-clock conversion */
+	uint32_t xclk_num, xclk_den;   /* ref cycles * den / num = crystal cycles */
 };
 
 /* Resolve `ev` to how it is counted; false if unbacked. */
@@ -103,13 +103,13 @@ static bool resolve(const struct vpmu_host_event *ev, struct exact_ctr *c)
 	if (ev->config & (ARCH_PERFMON_EVENTSEL_EDGE | ARCH_PERFMON_EVENTSEL_EQ |
 			  ARCH_PERFMON_EVENTSEL_UMASK2 | HSW_IN_TX | HSW_IN_TX_CHECKPOINTED))
 		return false;
-	event = (uint8_t)FIELD_GET(ARCH_PERFMON_EVENTSEL_EVENT, ev->config);
-	umask = (uint8_t)FIELD_GET(ARCH_PERFMON_EVENTSEL_UMASK, ev->config);
+	event = (uint8_t) FIELD_GET(ARCH_PERFMON_EVENTSEL_EVENT, ev->config);
+	umask = (uint8_t) FIELD_GET(ARCH_PERFMON_EVENTSEL_UMASK, ev->config);
 	for (size_t i = 0; i < ARRAY_SIZE(events); i++) {
 		if (events[i].event != event || events[i].umask != umask)
 			continue;
 		c->field = events[i].field;
-		c->cmask = (uint8_t)FIELD_GET(ARCH_PERFMON_EVENTSEL_CMASK, ev->config);
+		c->cmask = (uint8_t) FIELD_GET(ARCH_PERFMON_EVENTSEL_CMASK, ev->config);
 		c->inv = ev->config & ARCH_PERFMON_EVENTSEL_INV;
 		/* Inv is ignored when CMask is 0 (§22.6.8.1) */
 		if (!c->cmask)
@@ -185,22 +185,38 @@ static uint64_t exact_read(void *state, unsigned int ctr)
 static uint64_t field_value(const struct vpmu_exact_counts *e, uint64_t xclk, enum field f)
 {
 	switch (f) {
-	case F_INST:		return e->instructions;
-	case F_CYCLES:		return e->cycles;
-	case F_REF:		return e->ref_cycles;
-	case F_XCLK:		return xclk;
-	case F_BRANCHES:	return e->branches;
-	case F_COND:		return e->cond_branches;
-	case F_COND_NTAKEN:	return e->cond_branches - e->cond_taken;
-	case F_CALLS:		return e->near_calls;
-	case F_RETS:		return e->near_returns;
-	case F_NEAR_TAKEN:	return e->near_taken;
-	case F_FAR:		return e->far_branches;
-	case F_MISSES:		return e->branch_misses;
-	case F_LOADS:		return e->loads;
-	case F_STORES:		return e->stores;
-	case F_MEM:		return e->mem_insts;
-	case F_NONE:		break;
+	case F_INST:
+		return e->instructions;
+	case F_CYCLES:
+		return e->cycles;
+	case F_REF:
+		return e->ref_cycles;
+	case F_XCLK:
+		return xclk;
+	case F_BRANCHES:
+		return e->branches;
+	case F_COND:
+		return e->cond_branches;
+	case F_COND_NTAKEN:
+		return e->cond_branches - e->cond_taken;
+	case F_CALLS:
+		return e->near_calls;
+	case F_RETS:
+		return e->near_returns;
+	case F_NEAR_TAKEN:
+		return e->near_taken;
+	case F_FAR:
+		return e->far_branches;
+	case F_MISSES:
+		return e->branch_misses;
+	case F_LOADS:
+		return e->loads;
+	case F_STORES:
+		return e->stores;
+	case F_MEM:
+		return e->mem_insts;
+	case F_NONE:
+		break;
 	}
 	return 0;
 }
@@ -208,7 +224,7 @@ static uint64_t field_value(const struct vpmu_exact_counts *e, uint64_t xclk, en
 static uint64_t count_of(const struct exact_ctr *c, const struct vpmu_exact_counts *e,
 			 uint64_t xclk)
 {
-	uint64_t v = field_value(e, xclk, (enum field)c->field);
+	uint64_t v = field_value(e, xclk, (enum field) c->field);
 
 	if (!c->cmask)
 		return v;
@@ -231,10 +247,10 @@ int vpmu_exact_feed(struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *e)
 	if (vcpu->dirty)
 		vpmu_vcpu_sync(vcpu);
 
-	t0 = (unsigned __int128)s->ref_total * s->xclk_den / s->xclk_num;
+	t0 = (unsigned __int128) s->ref_total * s->xclk_den / s->xclk_num;
 	s->ref_total += e->ref_cycles;
-	t1 = (unsigned __int128)s->ref_total * s->xclk_den / s->xclk_num;
-	xclk = (uint64_t)(t1 - t0);
+	t1 = (unsigned __int128) s->ref_total * s->xclk_den / s->xclk_num;
+	xclk = (uint64_t) (t1 - t0);
 
 	/* the run's last instruction is the one a PEBS record reports */
 	if (e->instructions) {
@@ -244,7 +260,7 @@ int vpmu_exact_feed(struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *e)
 	}
 	running = s->running;
 	while (running) {
-		unsigned int i = (unsigned int)__builtin_ctzll(running);
+		unsigned int i = (unsigned int) __builtin_ctzll(running);
 		struct exact_ctr *c = &s->ctr[i];
 		uint64_t n;
 
@@ -278,12 +294,12 @@ bool vpmu_exact_would_overflow(const struct vpmu_vcpu *vcpu, const struct vpmu_e
 	/* not synced yet: the counters may be about to change, so say "maybe" */
 	if (vcpu->dirty)
 		return true;
-	t0 = (unsigned __int128)s->ref_total * s->xclk_den / s->xclk_num;
-	t1 = (unsigned __int128)(s->ref_total + e->ref_cycles) * s->xclk_den / s->xclk_num;
-	xclk = (uint64_t)(t1 - t0);
+	t0 = (unsigned __int128) s->ref_total * s->xclk_den / s->xclk_num;
+	t1 = (unsigned __int128) (s->ref_total + e->ref_cycles) * s->xclk_den / s->xclk_num;
+	xclk = (uint64_t) (t1 - t0);
 	running = s->running;
 	while (running) {
-		unsigned int i = (unsigned int)__builtin_ctzll(running);
+		unsigned int i = (unsigned int) __builtin_ctzll(running);
 		const struct exact_ctr *c = &s->ctr[i];
 
 		running &= running - 1;
@@ -302,7 +318,7 @@ uint64_t vpmu_exact_headroom(const struct vpmu_vcpu *vcpu)
 		return UINT64_MAX;
 	running = s->running;
 	while (running) {
-		unsigned int i = (unsigned int)__builtin_ctzll(running);
+		unsigned int i = (unsigned int) __builtin_ctzll(running);
 
 		running &= running - 1;
 		if (s->ctr[i].remaining < best)

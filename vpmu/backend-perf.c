@@ -40,8 +40,10 @@ static int perf_init(struct vpmu_vcpu *vcpu, void **ret_state)
 	hc_init(&s->set, vcpu, vcpu->signo);
 	perf_backend_detect(&s->host);
 	if (s->host.kind != HOST_PMU_HW)
-		vpmu_logf(vcpu, VPMU_LOG_WARNING, "perf backend: %s: guest counters will not count "
-			  "(the time backend counts cycles from CPU time)", s->host.why);
+		vpmu_logf(vcpu, VPMU_LOG_WARNING,
+			  "perf backend: %s: guest counters will not count "
+			  "(the time backend counts cycles from CPU time)",
+			  s->host.why);
 	*ret_state = s;
 	return 0;
 }
@@ -81,7 +83,8 @@ static int perf_update(void *state, unsigned int ctr, const struct vpmu_hw_want 
 		int err = r == -ENOENT && s->host.kind != HOST_PMU_HW ? -EOPNOTSUPP : r;
 
 		if (s->set.ctr[ctr].warned != err)
-			hc_log_error(&s->set, ctr, err, why ? why : "no host event", "mapping the event");
+			hc_log_error(&s->set, ctr, err, why ? why : "no host event",
+				     "mapping the event");
 		s->set.ctr[ctr].warned = err;
 		return hc_update(&s->set, ctr, want, NULL, err, ret_delta);
 	}
@@ -90,7 +93,8 @@ static int perf_update(void *state, unsigned int ctr, const struct vpmu_hw_want 
 	p.mul = 1;
 	p.div = 1;
 	p.min_period = 1;
-	p.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_ADDR | PERF_SAMPLE_WEIGHT | PERF_SAMPLE_DATA_SRC;
+	p.sample_type =
+		PERF_SAMPLE_IP | PERF_SAMPLE_ADDR | PERF_SAMPLE_WEIGHT | PERF_SAMPLE_DATA_SRC;
 	p.what = why;
 	return hc_update(&s->set, ctr, want, &p, 0, ret_delta);
 }

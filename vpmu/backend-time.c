@@ -36,15 +36,15 @@
 #include "perf-util.h"
 #include "pmu.h"
 
-#define NSEC_PER_SEC	1000000000ULL
-#define TASK_CLOCK_MIN_PERIOD 10000	/* ns: perf_swevent_hrtimer's floor */
+#define NSEC_PER_SEC	      1000000000ULL
+#define TASK_CLOCK_MIN_PERIOD 10000 /* ns: perf_swevent_hrtimer's floor */
 
 enum clk { CLK_NONE, CLK_CORE, CLK_TSC, CLK_XCLK };
 
 struct time_state {
 	struct hc_set set;
 	uint64_t tsc_hz, crystal_hz;
-	bool exclude_kernel;	/* perf_event_paranoid refused kernel time: sample user time only */
+	bool exclude_kernel; /* perf_event_paranoid refused kernel time: sample user time only */
 };
 
 static enum clk resolve(const struct vpmu_host_event *ev)
@@ -54,10 +54,12 @@ static enum clk resolve(const struct vpmu_host_event *ev)
 	if (ev->kind == HEV_FIXED)
 		return ev->fixed == 1 ? CLK_CORE : ev->fixed == 2 ? CLK_TSC : CLK_NONE;
 	if (ev->kind != HEV_GP || (ev->config & ~event_umask) || ev->aux)
-		return CLK_NONE;	/* CMask, Inv, Edge, AnyThread, in_tx...: not from a clock */
+		return CLK_NONE; /* CMask, Inv, Edge, AnyThread, in_tx...: not from a clock */
 	switch (ev->config) {
-	case 0x003c:	return CLK_CORE;	/* CPU_CLK_UNHALTED.THREAD_P */
-	case 0x013c:	return CLK_XCLK;	/* CPU_CLK_UNHALTED.REF_XCLK */
+	case 0x003c:
+		return CLK_CORE; /* CPU_CLK_UNHALTED.THREAD_P */
+	case 0x013c:
+		return CLK_XCLK; /* CPU_CLK_UNHALTED.REF_XCLK */
 	}
 	return CLK_NONE;
 }
@@ -85,7 +87,7 @@ static int time_init(struct vpmu_vcpu *vcpu, void **ret_state)
 		return -ENOMEM;
 	hc_init(&s->set, vcpu, vcpu->signo);
 	s->crystal_hz = m->tsc_crystal_hz;
-	s->tsc_hz = (uint64_t)m->tsc_crystal_hz * m->tsc_ratio_num / m->tsc_ratio_den;
+	s->tsc_hz = (uint64_t) m->tsc_crystal_hz * m->tsc_ratio_num / m->tsc_ratio_den;
 	*ret_state = s;
 	return 0;
 }
@@ -116,9 +118,10 @@ static int time_update(void *state, unsigned int ctr, const struct vpmu_hw_want 
 
 	if (want->ev.kind != HEV_NONE && clk == CLK_NONE) {
 		if (s->set.ctr[ctr].warned != -EOPNOTSUPP)
-			vpmu_logf(s->set.vcpu, VPMU_LOG_INFO, "time backend: counter %s%u: only cycle "
-				  "events count from CPU time; this one is unbacked", ctr >= 32 ? "fixed" :
-				  "gp", ctr >= 32 ? ctr - 32 : ctr);
+			vpmu_logf(s->set.vcpu, VPMU_LOG_INFO,
+				  "time backend: counter %s%u: only cycle "
+				  "events count from CPU time; this one is unbacked",
+				  ctr >= 32 ? "fixed" : "gp", ctr >= 32 ? ctr - 32 : ctr);
 		s->set.ctr[ctr].warned = -EOPNOTSUPP;
 		return hc_update(&s->set, ctr, want, NULL, -EOPNOTSUPP, ret_delta);
 	}
@@ -147,8 +150,10 @@ static int time_update(void *state, unsigned int ctr, const struct vpmu_hw_want 
 
 		s->exclude_kernel = true;
 		p.attr.exclude_kernel = 1;
-		vpmu_logf(s->set.vcpu, VPMU_LOG_INFO, "time backend: kernel.perf_event_paranoid "
-			  "refuses kernel time; overflows in the kernel are found by the next poll");
+		vpmu_logf(
+			s->set.vcpu, VPMU_LOG_INFO,
+			"time backend: kernel.perf_event_paranoid "
+			"refuses kernel time; overflows in the kernel are found by the next poll");
 		r = hc_update(&s->set, ctr, want, &p, 0, ret_delta);
 		*ret_delta += carried;
 	}

@@ -13,41 +13,41 @@
 struct vpmu_vcpu;
 
 enum vpmu_hev_kind {
-	HEV_NONE,		/* not programmed: release any host event */
-	HEV_GP,			/* IA32_PERFEVTSELx-style event */
-	HEV_FIXED,		/* a fixed counter's event */
+	HEV_NONE,  /* not programmed: release any host event */
+	HEV_GP,	   /* IA32_PERFEVTSELx-style event */
+	HEV_FIXED, /* a fixed counter's event */
 };
 
 /* What a guest counter asks the host to count. Compared with memcmp. */
 struct vpmu_host_event {
-	uint8_t kind;		/* enum vpmu_hev_kind */
-	uint8_t fixed;		/* HEV_FIXED: which fixed counter */
-	uint8_t usr, os;	/* count at CPL > 0 / CPL 0 */
+	uint8_t kind;	 /* enum vpmu_hev_kind */
+	uint8_t fixed;	 /* HEV_FIXED: which fixed counter */
+	uint8_t usr, os; /* count at CPL > 0 / CPL 0 */
 	uint32_t pad;
-	uint64_t config;	/* HEV_GP: event select bits, minus EN/INT/USR/OS */
-	uint64_t aux;		/* the value of the extra MSR the event uses */
+	uint64_t config; /* HEV_GP: event select bits, minus EN/INT/USR/OS */
+	uint64_t aux;	 /* the value of the extra MSR the event uses */
 };
 
 /* The state a backend must bring one host counter to. */
 struct vpmu_hw_want {
 	struct vpmu_host_event ev;
-	bool enabled;		/* count now (global enable, not frozen) */
-	bool discard;		/* drop what was counted so far: guest rewrote the value */
-	uint64_t base;		/* guest value that the pending delta adds to */
-	uint64_t mask;		/* counter width */
+	bool enabled;  /* count now (global enable, not frozen) */
+	bool discard;  /* drop what was counted so far: guest rewrote the value */
+	uint64_t base; /* guest value that the pending delta adds to */
+	uint64_t mask; /* counter width */
 };
 
 /* What a backend knows of one host counter, for the stats. */
 struct vpmu_backend_info {
-	uint64_t time_enabled;	/* ns the host event was enabled, as perf reports it */
-	uint64_t time_running;	/* ns it was on a hardware counter (less: multiplexed) */
-	bool degraded;		/* counts, but not all the time, or overflows may come late */
-	int error;		/* why degraded: negative errno, else 0 */
+	uint64_t time_enabled; /* ns the host event was enabled, as perf reports it */
+	uint64_t time_running; /* ns it was on a hardware counter (less: multiplexed) */
+	bool degraded;	       /* counts, but not all the time, or overflows may come late */
+	int error;	       /* why degraded: negative errno, else 0 */
 };
 
 struct vpmu_backend_ops {
 	const char *name;
-	bool cheap_read;	/* read() costs no syscall: fold before publishing stats */
+	bool cheap_read; /* read() costs no syscall: fold before publishing stats */
 	int (*init)(struct vpmu_vcpu *vcpu, void **ret_state);
 	void (*fini)(void *state);
 	/* Whether `ev` can be counted at all (CPUID 0AH EBX, stats). */

@@ -35,10 +35,14 @@ static uint64_t all_counters(const struct vpmu_vcpu *vcpu)
 static uint64_t aux_value(const struct vpmu_vcpu *vcpu, uint64_t evtsel)
 {
 	switch (evtsel & (ARCH_PERFMON_EVENTSEL_EVENT | ARCH_PERFMON_EVENTSEL_UMASK)) {
-	case 0x01b7:	return vcpu->offcore_rsp[0];	/* OFFCORE_RESPONSE_0 */
-	case 0x01bb:	return vcpu->offcore_rsp[1];	/* OFFCORE_RESPONSE_1 */
-	case 0x01cd:	return vcpu->ld_lat;		/* MEM_TRANS_RETIRED.LOAD_LATENCY */
-	case 0x01c6:	return vcpu->frontend;		/* FRONTEND_RETIRED.* */
+	case 0x01b7:
+		return vcpu->offcore_rsp[0]; /* OFFCORE_RESPONSE_0 */
+	case 0x01bb:
+		return vcpu->offcore_rsp[1]; /* OFFCORE_RESPONSE_1 */
+	case 0x01cd:
+		return vcpu->ld_lat; /* MEM_TRANS_RETIRED.LOAD_LATENCY */
+	case 0x01c6:
+		return vcpu->frontend; /* FRONTEND_RETIRED.* */
 	}
 	return 0;
 }
@@ -54,7 +58,7 @@ static void want_of(const struct vpmu_vcpu *vcpu, unsigned int ctr, struct vpmu_
 		/* a fixed counter counts when a ring bit is set (Fig 22-45) */
 		if (ctrl & (FIXED_CTRL_OS(i) | FIXED_CTRL_USR(i))) {
 			w->ev.kind = HEV_FIXED;
-			w->ev.fixed = (uint8_t)i;
+			w->ev.fixed = (uint8_t) i;
 			w->ev.os = !!(ctrl & FIXED_CTRL_OS(i));
 			w->ev.usr = !!(ctrl & FIXED_CTRL_USR(i));
 		}
@@ -67,17 +71,18 @@ static void want_of(const struct vpmu_vcpu *vcpu, unsigned int ctr, struct vpmu_
 			w->ev.kind = HEV_GP;
 			w->ev.usr = !!(sel & ARCH_PERFMON_EVENTSEL_USR);
 			w->ev.os = !!(sel & ARCH_PERFMON_EVENTSEL_OS);
-			w->ev.config = sel & ~(ARCH_PERFMON_EVENTSEL_ENABLE | ARCH_PERFMON_EVENTSEL_INT |
-					       ARCH_PERFMON_EVENTSEL_USR | ARCH_PERFMON_EVENTSEL_OS |
-					       ARCH_PERFMON_EVENTSEL_PIN_CONTROL | ICL_EVENTSEL_ADAPTIVE);
+			w->ev.config =
+				sel & ~(ARCH_PERFMON_EVENTSEL_ENABLE | ARCH_PERFMON_EVENTSEL_INT |
+					ARCH_PERFMON_EVENTSEL_USR | ARCH_PERFMON_EVENTSEL_OS |
+					ARCH_PERFMON_EVENTSEL_PIN_CONTROL | ICL_EVENTSEL_ADAPTIVE);
 			w->ev.aux = aux_value(vcpu, sel);
 		}
 	}
 	/* counting needs the global enable and no streamlined freeze (§20.4.7) */
 	w->enabled = w->ev.kind != HEV_NONE && (vcpu->global_ctrl & BIT_ULL(ctr)) &&
 		     !(vcpu->global_status & GLOBAL_STATUS_COUNTERS_FROZEN);
-	w->discard = counter_hw((struct vpmu_vcpu *)vcpu, ctr)->discard;
-	w->base = *counter_value((struct vpmu_vcpu *)vcpu, ctr);
+	w->discard = counter_hw((struct vpmu_vcpu *) vcpu, ctr)->discard;
+	w->base = *counter_value((struct vpmu_vcpu *) vcpu, ctr);
 	w->mask = width_mask(vcpu, ctr);
 }
 
@@ -128,9 +133,10 @@ static void counter_update(struct vpmu_vcpu *vcpu, unsigned int ctr)
 
 	want_of(vcpu, ctr, &w);
 	/* the event filter, before any host event is created: denied = not counting */
-	filtered = w.ev.kind != HEV_NONE &&
-		   !filter_allows_counter(vcpu->filter, ctr, is_fixed(ctr) ? 0 : vcpu->gp[ctr].evtsel,
-					  vcpu->fixed_ctrl);
+	filtered =
+		w.ev.kind != HEV_NONE &&
+		!filter_allows_counter(vcpu->filter, ctr, is_fixed(ctr) ? 0 : vcpu->gp[ctr].evtsel,
+				       vcpu->fixed_ctrl);
 	if (filtered) {
 		memset(&w.ev, 0, sizeof(w.ev));
 		w.enabled = false;
@@ -152,8 +158,8 @@ static void counter_update(struct vpmu_vcpu *vcpu, unsigned int ctr)
 	hw->enabled = w.enabled;
 	if (r < 0) {
 		if (hw->backed || hw->error != r)
-			vpmu_logf(vcpu, VPMU_LOG_DEBUG, "counter %u: event %#llx unbacked (%d)", ctr,
-				  (unsigned long long)w.ev.config, r);
+			vpmu_logf(vcpu, VPMU_LOG_DEBUG, "counter %u: event %#llx unbacked (%d)",
+				  ctr, (unsigned long long) w.ev.config, r);
 		hw->backed = false;
 		hw->error = r;
 	} else {
@@ -195,7 +201,7 @@ static void pmi_request(struct vpmu_vcpu *vcpu)
 static void update_dirty(struct vpmu_vcpu *vcpu)
 {
 	while (vcpu->dirty) {
-		unsigned int ctr = (unsigned int)__builtin_ctzll(vcpu->dirty);
+		unsigned int ctr = (unsigned int) __builtin_ctzll(vcpu->dirty);
 
 		vcpu->dirty &= vcpu->dirty - 1;
 		counter_update(vcpu, ctr);
@@ -212,7 +218,7 @@ static void apply(struct vpmu_vcpu *vcpu)
 {
 	update_dirty(vcpu);
 	if (vcpu->pebs_pending) {
-		pebs_assist(vcpu);	/* reloads counters: dirty again */
+		pebs_assist(vcpu); /* reloads counters: dirty again */
 		update_dirty(vcpu);
 	}
 	while (vcpu->pmi_due) {
@@ -313,20 +319,24 @@ void counters_reset(struct vpmu_vcpu *vcpu)
 uint32_t counters_unavailable_events(struct vpmu_vcpu *vcpu)
 {
 	static const uint16_t arch_events[] = {
-		0x003c,	/* 0 UnHalted Core Cycles */
-		0x00c0,	/* 1 Instructions Retired */
-		0x013c,	/* 2 UnHalted Reference Cycles */
-		0x4f2e,	/* 3 LLC Reference */
-		0x412e,	/* 4 LLC Misses */
-		0x00c4,	/* 5 Branch Instructions Retired */
-		0x00c5,	/* 6 Branch Misses Retired */
-		0x01a4,	/* 7 Topdown Slots */
+		0x003c, /* 0 UnHalted Core Cycles */
+		0x00c0, /* 1 Instructions Retired */
+		0x013c, /* 2 UnHalted Reference Cycles */
+		0x4f2e, /* 3 LLC Reference */
+		0x412e, /* 4 LLC Misses */
+		0x00c4, /* 5 Branch Instructions Retired */
+		0x00c5, /* 6 Branch Misses Retired */
+		0x01a4, /* 7 Topdown Slots */
 	};
 	uint32_t unavailable = 0;
 
-	for (unsigned int j = 0; j < ARRAY_SIZE(arch_events) && j < vcpu->model.arch_events_len; j++) {
+	for (unsigned int j = 0; j < ARRAY_SIZE(arch_events) && j < vcpu->model.arch_events_len;
+	     j++) {
 		struct vpmu_host_event ev = {
-			.kind = HEV_GP, .usr = 1, .os = 1, .config = arch_events[j],
+			.kind = HEV_GP,
+			.usr = 1,
+			.os = 1,
+			.config = arch_events[j],
 		};
 
 		if (!vcpu->backend->can_count(vcpu->backend_state, &ev))

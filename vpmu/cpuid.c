@@ -11,19 +11,19 @@
 #include "msr-index.h"
 #include "pmu.h"
 
-#define CPUID_1_ECX_DTES64	BIT_ULL(2)
-#define CPUID_1_ECX_DS_CPL	BIT_ULL(4)
-#define CPUID_1_ECX_PDCM	BIT_ULL(15)
-#define CPUID_1_EDX_DS		BIT_ULL(21)
+#define CPUID_1_ECX_DTES64 BIT_ULL(2)
+#define CPUID_1_ECX_DS_CPL BIT_ULL(4)
+#define CPUID_1_ECX_PDCM   BIT_ULL(15)
+#define CPUID_1_EDX_DS	   BIT_ULL(21)
 /* CPUID.(07H,1):EAX[8]: leaf 23H exists (Linux X86_FEATURE_ARCH_PERFMON_EXT) */
-#define CPUID_7_1_EAX_PERFMON_EXT	BIT_ULL(8)
+#define CPUID_7_1_EAX_PERFMON_EXT BIT_ULL(8)
 
 /* CPUID.23H.0:EAX: which sub-leaves are valid (Linux's cpuid35_eax) */
-#define CPUID_23_EAX_CNTR_SUBLEAF	BIT_ULL(1)
-#define CPUID_23_EAX_PEBS_CAPS_SUBLEAF	BIT_ULL(4)
-#define CPUID_23_EAX_PEBS_CNTR_SUBLEAF	BIT_ULL(5)
-#define CPUID_23_EBX_UMASK2		BIT_ULL(0)
-#define CPUID_23_EBX_EQ			BIT_ULL(1)
+#define CPUID_23_EAX_CNTR_SUBLEAF      BIT_ULL(1)
+#define CPUID_23_EAX_PEBS_CAPS_SUBLEAF BIT_ULL(4)
+#define CPUID_23_EAX_PEBS_CNTR_SUBLEAF BIT_ULL(5)
+#define CPUID_23_EBX_UMASK2	       BIT_ULL(0)
+#define CPUID_23_EBX_EQ		       BIT_ULL(1)
 
 static uint32_t max_leaf(const struct vpmu_model *m)
 {
@@ -35,16 +35,16 @@ static void leaf_0a(const struct vpmu_vcpu *vcpu, struct vpmu_cpuid_entry *e)
 	const struct vpmu_model *m = &vcpu->model;
 
 	/* EAX: version, #GP, GP width, length of the EBX event vector */
-	e->eax = m->version | (uint32_t)m->nr_gp << 8 | (uint32_t)m->gp_width << 16 |
-		 (uint32_t)m->arch_events_len << 24;
+	e->eax = m->version | (uint32_t) m->nr_gp << 8 | (uint32_t) m->gp_width << 16 |
+		 (uint32_t) m->arch_events_len << 24;
 	/* EBX: bit set = architectural event NOT available (to this backend) */
-	e->ebx = (uint32_t)vcpu->unavailable_events;
+	e->ebx = (uint32_t) vcpu->unavailable_events;
 	/* ECX: fixed-counter bitmap, perfmon v5+ */
-	e->ecx = m->version >= 5 ? (uint32_t)vcpu->mask.fixed : 0;
+	e->ecx = m->version >= 5 ? (uint32_t) vcpu->mask.fixed : 0;
 	/* EDX: #contiguous fixed counters, their width, AnyThread deprecation */
 	e->edx = 0;
 	if (m->version >= 2)
-		e->edx = m->nr_fixed | (uint32_t)m->fixed_width << 5;
+		e->edx = m->nr_fixed | (uint32_t) m->fixed_width << 5;
 	if (m->features & MODEL_F_ANYTHREAD_DEPRECATED)
 		e->edx |= BIT_ULL(15);
 }
@@ -66,21 +66,21 @@ static void leaf_23(const struct vpmu_vcpu *vcpu, uint32_t index, struct vpmu_cp
 		break;
 	case 1:
 		/* GP and fixed counter bitmaps; also gate DATA_CFG 47:32/55:48 */
-		e->eax = (uint32_t)k->gp;
-		e->ebx = (uint32_t)k->fixed;
+		e->eax = (uint32_t) k->gp;
+		e->ebx = (uint32_t) k->fixed;
 		break;
 	case 4:
 		/* Arch PEBS capabilities: the CFG_C group bits 63:32 it accepts */
 		if (model_arch_pebs(m))
-			e->ebx = (uint32_t)(k->pebs_cfg_c >> 32);
+			e->ebx = (uint32_t) (k->pebs_cfg_c >> 32);
 		break;
 	case 5:
 		/* Arch PEBS counters: PEBS-capable GP/fixed, then PDist GP/fixed */
 		if (model_arch_pebs(m)) {
-			e->eax = (uint32_t)k->gp;
-			e->ecx = (uint32_t)k->fixed;
-			e->ebx = (uint32_t)m->pdist_counters;
-			e->edx = (uint32_t)(m->pdist_counters >> 32);
+			e->eax = (uint32_t) k->gp;
+			e->ecx = (uint32_t) k->fixed;
+			e->ebx = (uint32_t) m->pdist_counters;
+			e->edx = (uint32_t) (m->pdist_counters >> 32);
 		}
 		break;
 	default:
@@ -111,7 +111,7 @@ int vpmu_cpuid(const struct vpmu_vcpu *vcpu, uint32_t function, uint32_t index,
 		if (index > 1)
 			return -ENOENT;
 		if (m->version >= 6)
-			e.eax = index == 0 ? 1 : (uint32_t)CPUID_7_1_EAX_PERFMON_EXT;
+			e.eax = index == 0 ? 1 : (uint32_t) CPUID_7_1_EAX_PERFMON_EXT;
 		break;
 	case 0x0a:
 		leaf_0a(vcpu, &e);
@@ -149,14 +149,14 @@ static void patch_one(const struct vpmu_vcpu *vcpu, struct vpmu_cpuid_entry *e)
 		if (e->index == 0 && e->eax < pmu.eax)
 			e->eax = pmu.eax;
 		if (e->index == 1)
-			e->eax = (e->eax & ~(uint32_t)CPUID_7_1_EAX_PERFMON_EXT) | pmu.eax;
+			e->eax = (e->eax & ~(uint32_t) CPUID_7_1_EAX_PERFMON_EXT) | pmu.eax;
 		return;
 	}
 	if (e->function == 0x01) {
 		uint32_t ecx_bits = CPUID_1_ECX_DTES64 | CPUID_1_ECX_DS_CPL | CPUID_1_ECX_PDCM;
 
 		e->ecx = (e->ecx & ~ecx_bits) | pmu.ecx;
-		e->edx = (e->edx & ~(uint32_t)CPUID_1_EDX_DS) | pmu.edx;
+		e->edx = (e->edx & ~(uint32_t) CPUID_1_EDX_DS) | pmu.edx;
 		return;
 	}
 	*e = pmu;
@@ -170,12 +170,14 @@ static bool has_entry(const struct vpmu_cpuid_entry *entries, size_t nr, uint32_
 	return false;
 }
 
-int vpmu_cpuid_patch(const struct vpmu_vcpu *vcpu, struct vpmu_cpuid_entry *entries,
-		     size_t *nr, size_t capacity)
+int vpmu_cpuid_patch(const struct vpmu_vcpu *vcpu, struct vpmu_cpuid_entry *entries, size_t *nr,
+		     size_t capacity)
 {
-	static const struct { uint32_t fn, idx; } owned[] = {
-		{ 0x07, 1 }, { 0x0a, 0 }, { 0x15, 0 }, { 0x23, 0 }, { 0x23, 1 }, { 0x23, 2 },
-		{ 0x23, 3 }, { 0x23, 4 }, { 0x23, 5 },
+	static const struct {
+		uint32_t fn, idx;
+	} owned[] = {
+		{ 0x07, 1 }, { 0x0a, 0 }, { 0x15, 0 }, { 0x23, 0 }, { 0x23, 1 },
+		{ 0x23, 2 }, { 0x23, 3 }, { 0x23, 4 }, { 0x23, 5 },
 	};
 	int r = 0;
 

@@ -29,10 +29,10 @@ struct filter_entry {
 };
 
 struct vpmu_filter {
-	bool deny;		/* action deny; else allow */
+	bool deny; /* action deny; else allow */
 	uint32_t fixed_bitmap;
 	uint16_t nr;
-	uint16_t first[257];	/* event select e: entry[first[e] .. first[e + 1]) */
+	uint16_t first[257]; /* event select e: entry[first[e] .. first[e + 1]) */
 	struct filter_entry entry[];
 };
 
@@ -64,8 +64,8 @@ static bool in_filter(const struct vpmu_filter *f, uint8_t event, uint8_t umask)
 
 bool vpmu_filter_allows_gp(const struct vpmu_filter *filter, uint64_t evtsel)
 {
-	uint8_t event = (uint8_t)FIELD_GET(ARCH_PERFMON_EVENTSEL_EVENT, evtsel);
-	uint8_t umask = (uint8_t)FIELD_GET(ARCH_PERFMON_EVENTSEL_UMASK, evtsel);
+	uint8_t event = (uint8_t) FIELD_GET(ARCH_PERFMON_EVENTSEL_EVENT, evtsel);
+	uint8_t umask = (uint8_t) FIELD_GET(ARCH_PERFMON_EVENTSEL_UMASK, evtsel);
 
 	/* AnyThread counts the sibling thread too: never, filter or not */
 	if (evtsel & ARCH_PERFMON_EVENTSEL_ANY)
@@ -112,7 +112,7 @@ void vpmu_filter_free(struct vpmu_filter *filter)
 /* ---- the text format ------------------------------------------------------ */
 
 struct parser {
-	const char *p, *end;	/* what is left of the current line, comment cut off */
+	const char *p, *end; /* what is left of the current line, comment cut off */
 	unsigned int line;
 	char *err;
 	size_t err_size;
@@ -120,7 +120,7 @@ struct parser {
 
 struct token {
 	const char *s;
-	size_t len;		/* 0: end of line */
+	size_t len; /* 0: end of line */
 };
 
 VPMU_PRINTF(2, 3)
@@ -168,7 +168,7 @@ static struct token next(struct parser *ps)
 	t.s = ps->p;
 	while (ps->p < ps->end && !is_space(*ps->p))
 		ps->p++;
-	t.len = (size_t)(ps->p - t.s);
+	t.len = (size_t) (ps->p - t.s);
 	return t;
 }
 
@@ -205,11 +205,11 @@ static bool number(struct token t, uint64_t *ret)
 		unsigned int d;
 
 		if (c >= '0' && c <= '9')
-			d = (unsigned int)(c - '0');
+			d = (unsigned int) (c - '0');
 		else if (base == 16 && c >= 'a' && c <= 'f')
-			d = (unsigned int)(c - 'a' + 10);
+			d = (unsigned int) (c - 'a' + 10);
 		else if (base == 16 && c >= 'A' && c <= 'F')
-			d = (unsigned int)(c - 'A' + 10);
+			d = (unsigned int) (c - 'A' + 10);
 		else
 			return false;
 		v = v > (UINT64_MAX - d) / base ? UINT64_MAX : v * base + d;
@@ -229,7 +229,7 @@ static int byte_arg(struct parser *ps, const char *ctx, const char *what, uint8_
 		return expected(ps, ctx, what, t);
 	if (v > 0xff)
 		return fail(ps, "%s '%s' is out of range (at most 0xff)", what, quote(t, q));
-	*ret = (uint8_t)v;
+	*ret = (uint8_t) v;
 	return 0;
 }
 
@@ -264,7 +264,7 @@ static struct token next_item(struct parser *ps)
 	t.s = ps->p;
 	while (ps->p < ps->end && !is_space(*ps->p) && *ps->p != ',')
 		ps->p++;
-	t.len = (size_t)(ps->p - t.s);
+	t.len = (size_t) (ps->p - t.s);
 	if (!t.len && ps->p < ps->end)
 		t.len = 1;
 	return t;
@@ -288,7 +288,8 @@ static int fixed_list(struct parser *ps, uint32_t *ret)
 		if (!t.len || !number(t, &v))
 			return expected(ps, "fixed", what, t);
 		if (v > 31)
-			return fail(ps, "fixed counter '%s' is out of range (0 to 31)", quote(t, q));
+			return fail(ps, "fixed counter '%s' is out of range (0 to 31)",
+				    quote(t, q));
 		bitmap |= 1u << v;
 		skip_space(ps);
 		if (ps->p == ps->end)
@@ -317,14 +318,22 @@ static int add_entry(struct parser *ps, struct parse_state *st, bool masked,
 		     const struct filter_entry *e)
 {
 	if (masked && st->plain_line)
-		return fail(ps, "'masked' entry in a filter of plain 'event' entries (the first on line "
-			    "%u): a filter is all plain or all masked, as in KVM", st->plain_line);
+		return fail(
+			ps,
+			"'masked' entry in a filter of plain 'event' entries (the first on line "
+			"%u): a filter is all plain or all masked, as in KVM",
+			st->plain_line);
 	if (!masked && st->masked_line)
-		return fail(ps, "plain 'event' entry in a filter of 'masked' entries (the first on line "
-			    "%u): a filter is all plain or all masked, as in KVM", st->masked_line);
+		return fail(
+			ps,
+			"plain 'event' entry in a filter of 'masked' entries (the first on line "
+			"%u): a filter is all plain or all masked, as in KVM",
+			st->masked_line);
 	if (st->nr == FILTER_MAX_EVENTS)
-		return fail(ps, "more than %u event entries (KVM's limit, "
-			    "KVM_PMU_EVENT_FILTER_MAX_EVENTS)", FILTER_MAX_EVENTS);
+		return fail(ps,
+			    "more than %u event entries (KVM's limit, "
+			    "KVM_PMU_EVENT_FILTER_MAX_EVENTS)",
+			    FILTER_MAX_EVENTS);
 	if (masked && !st->masked_line)
 		st->masked_line = ps->line;
 	if (!masked && !st->plain_line)
@@ -344,7 +353,8 @@ static int parse_line(struct parser *ps, struct parse_state *st)
 		return 0;
 	if (is(kw, "action")) {
 		if (st->action_line)
-			return fail(ps, "second 'action' line (the first is line %u)", st->action_line);
+			return fail(ps, "second 'action' line (the first is line %u)",
+				    st->action_line);
 		t = next(ps);
 		if (is(t, "allow"))
 			st->deny = false;
@@ -380,13 +390,17 @@ static int parse_line(struct parser *ps, struct parse_state *st)
 		if ((r = end_of_entry(ps, "masked")) < 0)
 			return r;
 		if (e.match & ~e.mask)
-			return fail(ps, "match 0x%02x has bits outside mask 0x%02x: the entry can never "
-				    "match", e.match, e.mask);
+			return fail(
+				ps,
+				"match 0x%02x has bits outside mask 0x%02x: the entry can never "
+				"match",
+				e.match, e.mask);
 		return add_entry(ps, st, true, &e);
 	}
 	if (is(kw, "fixed")) {
 		if (st->fixed_line)
-			return fail(ps, "second 'fixed' line (the first is line %u)", st->fixed_line);
+			return fail(ps, "second 'fixed' line (the first is line %u)",
+				    st->fixed_line);
 		st->fixed_line = ps->line;
 		return fixed_list(ps, &st->fixed_bitmap);
 	}
@@ -398,7 +412,7 @@ static int entry_cmp(const void *a, const void *b)
 {
 	const struct filter_entry *x = a, *y = b;
 
-	return (int)x->event - (int)y->event;
+	return (int) x->event - (int) y->event;
 }
 
 static int parse(const char *text, size_t len, struct vpmu_filter **ret_filter, char *err,
@@ -414,15 +428,15 @@ static int parse(const char *text, size_t len, struct vpmu_filter **ret_filter, 
 	if (!st)
 		return -ENOMEM;
 	while (p < end && r == 0) {
-		const char *eol = memchr(p, '\n', (size_t)(end - p)), *hash;
+		const char *eol = memchr(p, '\n', (size_t) (end - p)), *hash;
 
 		if (!eol)
 			eol = end;
 		ps.line++;
-		hash = memchr(p, '#', (size_t)(eol - p));
+		hash = memchr(p, '#', (size_t) (eol - p));
 		ps.p = p;
 		ps.end = hash ? hash : eol;
-		if (memchr(p, '\0', (size_t)(eol - p)))
+		if (memchr(p, '\0', (size_t) (eol - p)))
 			r = fail(&ps, "NUL byte: not a text file");
 		else
 			r = parse_line(&ps, st);
@@ -430,7 +444,8 @@ static int parse(const char *text, size_t len, struct vpmu_filter **ret_filter, 
 	}
 	if (r == 0 && !st->action_line) {
 		if (err && err_size)
-			snprintf(err, err_size, "no 'action allow' or 'action deny' line: a filter "
+			snprintf(err, err_size,
+				 "no 'action allow' or 'action deny' line: a filter "
 				 "needs one");
 		r = -EINVAL;
 	}
@@ -445,21 +460,20 @@ static int parse(const char *text, size_t len, struct vpmu_filter **ret_filter, 
 	}
 	f->deny = st->deny;
 	f->fixed_bitmap = st->fixed_bitmap;
-	f->nr = (uint16_t)st->nr;
+	f->nr = (uint16_t) st->nr;
 	memcpy(f->entry, st->entry, st->nr * sizeof(f->entry[0]));
 	qsort(f->entry, f->nr, sizeof(f->entry[0]), entry_cmp);
 	for (unsigned int e = 0, i = 0; e <= 256; e++) {
 		while (i < f->nr && f->entry[i].event < e)
 			i++;
-		f->first[e] = (uint16_t)i;
+		f->first[e] = (uint16_t) i;
 	}
 	free(st);
 	*ret_filter = f;
 	return 0;
 }
 
-int vpmu_filter_parse(const char *text, struct vpmu_filter **ret_filter, char *err,
-		      size_t err_size)
+int vpmu_filter_parse(const char *text, struct vpmu_filter **ret_filter, char *err, size_t err_size)
 {
 	if (!text || !ret_filter)
 		return -EINVAL;
@@ -468,8 +482,7 @@ int vpmu_filter_parse(const char *text, struct vpmu_filter **ret_filter, char *e
 
 #define FILTER_FILE_MAX (1u << 20)
 
-int vpmu_filter_load(const char *path, struct vpmu_filter **ret_filter, char *err,
-		     size_t err_size)
+int vpmu_filter_load(const char *path, struct vpmu_filter **ret_filter, char *err, size_t err_size)
 {
 	char *buf;
 	size_t len = 0;
@@ -502,11 +515,12 @@ int vpmu_filter_load(const char *path, struct vpmu_filter **ret_filter, char *er
 		}
 		if (n == 0)
 			break;
-		len += (size_t)n;
+		len += (size_t) n;
 		if (len > FILTER_FILE_MAX) {
 			r = -EFBIG;
 			if (err && err_size)
-				snprintf(err, err_size, "larger than %u bytes: not a PMU filter file",
+				snprintf(err, err_size,
+					 "larger than %u bytes: not a PMU filter file",
 					 FILTER_FILE_MAX);
 			goto out;
 		}

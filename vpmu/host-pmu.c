@@ -48,7 +48,7 @@ static int probe(uint32_t type, uint64_t config)
 	fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	close((int)fd);
+	close((int) fd);
 	return 0;
 }
 
@@ -87,12 +87,12 @@ static const struct vpmu_model *host_model(const struct host_cpu *c)
 	if (strcmp(c->vendor, "GenuineIntel") || c->family != 6)
 		return NULL;
 	switch (c->model) {
-	case 0x55:	/* Skylake, Cascade Lake and Cooper Lake server: one core PMU */
+	case 0x55: /* Skylake, Cascade Lake and Cooper Lake server: one core PMU */
 		return model_lookup("Skylake-Server");
 	case 0x6a:
-	case 0x6c:	/* Ice Lake server and Ice Lake-D */
+	case 0x6c: /* Ice Lake server and Ice Lake-D */
 		return model_lookup("Icelake-Server");
-	case 0xbd:	/* Lunar Lake (hybrid: the P-core PMU) */
+	case 0xbd: /* Lunar Lake (hybrid: the P-core PMU) */
 		return model_lookup("LunarLake");
 	}
 	return NULL;
@@ -111,7 +111,7 @@ static int pfm_core_pmu(char *name, size_t len, int *ret_more)
 
 		memset(&info, 0, sizeof(info));
 		info.size = sizeof(info);
-		if (pfm_get_pmu_info((pfm_pmu_t)p, &info) != PFM_SUCCESS)
+		if (pfm_get_pmu_info((pfm_pmu_t) p, &info) != PFM_SUCCESS)
 			continue;
 		if (!info.is_present || info.type != PFM_PMU_TYPE_CORE || info.is_dfl)
 			continue;

@@ -23,17 +23,17 @@
 
 #include <perfmon/pfmlib_perf_event.h>
 
-#define EVTSEL_CODE	(ARCH_PERFMON_EVENTSEL_EVENT | ARCH_PERFMON_EVENTSEL_UMASK)
-#define EVTSEL_MODS	(ARCH_PERFMON_EVENTSEL_EDGE | ARCH_PERFMON_EVENTSEL_INV | \
-			 ARCH_PERFMON_EVENTSEL_CMASK)
+#define EVTSEL_CODE (ARCH_PERFMON_EVENTSEL_EVENT | ARCH_PERFMON_EVENTSEL_UMASK)
+#define EVTSEL_MODS                                                                                \
+	(ARCH_PERFMON_EVENTSEL_EDGE | ARCH_PERFMON_EVENTSEL_INV | ARCH_PERFMON_EVENTSEL_CMASK)
 
 /*
  * Linux's pseudo-encodings for events only a fixed counter counts
  * (event 0x00, umask = fixed index + 1): topdown slots is fixed counter 3.
  */
-#define PSEUDO_TOPDOWN_SLOTS	0x0400
+#define PSEUDO_TOPDOWN_SLOTS 0x0400
 
-#define NO_GENERIC		UINT64_MAX
+#define NO_GENERIC UINT64_MAX
 
 /*
  * SDM Vol. 3B Table 21-1, in CPUID.0AH:EBX bit order. The generic event
@@ -45,22 +45,18 @@ static const struct {
 	uint16_t code;
 	uint64_t generic;
 } arch_events[] = {
-	{ 0x003c, PERF_COUNT_HW_CPU_CYCLES },
-	{ 0x00c0, PERF_COUNT_HW_INSTRUCTIONS },
-	{ 0x013c, PERF_COUNT_HW_BUS_CYCLES },
-	{ 0x4f2e, PERF_COUNT_HW_CACHE_REFERENCES },
-	{ 0x412e, PERF_COUNT_HW_CACHE_MISSES },
-	{ 0x00c4, PERF_COUNT_HW_BRANCH_INSTRUCTIONS },
-	{ 0x00c5, PERF_COUNT_HW_BRANCH_MISSES },
-	{ 0x01a4, NO_GENERIC },
+	{ 0x003c, PERF_COUNT_HW_CPU_CYCLES },	 { 0x00c0, PERF_COUNT_HW_INSTRUCTIONS },
+	{ 0x013c, PERF_COUNT_HW_BUS_CYCLES },	 { 0x4f2e, PERF_COUNT_HW_CACHE_REFERENCES },
+	{ 0x412e, PERF_COUNT_HW_CACHE_MISSES },	 { 0x00c4, PERF_COUNT_HW_BRANCH_INSTRUCTIONS },
+	{ 0x00c5, PERF_COUNT_HW_BRANCH_MISSES }, { 0x01a4, NO_GENERIC },
 };
 
 /* Fixed counter i counts what this generic event counts (SDM Table 21-2). */
 static const uint64_t fixed_generic[] = {
-	PERF_COUNT_HW_INSTRUCTIONS,	/* INST_RETIRED.ANY */
-	PERF_COUNT_HW_CPU_CYCLES,	/* CPU_CLK_UNHALTED.THREAD */
-	PERF_COUNT_HW_REF_CPU_CYCLES,	/* CPU_CLK_UNHALTED.REF_TSC */
-	NO_GENERIC,			/* TOPDOWN.SLOTS */
+	PERF_COUNT_HW_INSTRUCTIONS,   /* INST_RETIRED.ANY */
+	PERF_COUNT_HW_CPU_CYCLES,     /* CPU_CLK_UNHALTED.THREAD */
+	PERF_COUNT_HW_REF_CPU_CYCLES, /* CPU_CLK_UNHALTED.REF_TSC */
+	NO_GENERIC,		      /* TOPDOWN.SLOTS */
 };
 
 static int fail(const char **ret_why, const char *why)
@@ -81,7 +77,7 @@ static int pfm_encode(const struct host_pmu *host, const char *name, struct perf
 	if (!host->pfm_pmu[0] || host_pfm_init() != PFM_SUCCESS)
 		return -ENOENT;
 	n = snprintf(buf, sizeof(buf), "%s::%s", host->pfm_pmu, name);
-	if (n < 0 || (size_t)n >= sizeof(buf))
+	if (n < 0 || (size_t) n >= sizeof(buf))
 		return -ENAMETOOLONG;
 	memset(&a, 0, sizeof(a));
 	memset(&arg, 0, sizeof(arg));
@@ -207,7 +203,7 @@ static int by_name(const struct vpmu_model *guest, const struct host_pmu *host,
 			snprintf(spec, sizeof(spec), "%s:e=%u:i=%u:c=%u", name,
 				 !!(sel & ARCH_PERFMON_EVENTSEL_EDGE),
 				 !!(sel & ARCH_PERFMON_EVENTSEL_INV),
-				 (unsigned int)FIELD_GET(ARCH_PERFMON_EVENTSEL_CMASK, sel));
+				 (unsigned int) FIELD_GET(ARCH_PERFMON_EVENTSEL_CMASK, sel));
 			if (pfm_encode(host, spec, &a))
 				continue;
 			/*
@@ -238,7 +234,8 @@ static int map_gp(const struct vpmu_model *guest, const struct host_pmu *host,
 	if (ev->config & ARCH_PERFMON_EVENTSEL_ANY)
 		return fail(ret_why, "AnyThread would count the sibling thread");
 	if (!FIELD_GET(ARCH_PERFMON_EVENTSEL_EVENT, ev->config))
-		return fail(ret_why, "event 0x00 is a fixed-counter pseudo-encoding, not a GP event");
+		return fail(ret_why,
+			    "event 0x00 is a fixed-counter pseudo-encoding, not a GP event");
 
 	/* 1. identity */
 	if (same_model(guest, host) && host->raw_ok) {

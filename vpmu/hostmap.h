@@ -21,17 +21,17 @@
 #include "model.h"
 
 enum host_pmu_kind {
-	HOST_PMU_NONE,		/* perf_event_open unusable */
-	HOST_PMU_SOFTWARE,	/* only software events: no hardware PMU */
-	HOST_PMU_HW,		/* hardware events open */
+	HOST_PMU_NONE,	   /* perf_event_open unusable */
+	HOST_PMU_SOFTWARE, /* only software events: no hardware PMU */
+	HOST_PMU_HW,	   /* hardware events open */
 };
 
 struct host_pmu {
 	enum host_pmu_kind kind;
-	bool raw_ok;			/* PERF_TYPE_RAW: the core PMU takes raw encodings */
-	bool intel;			/* GenuineIntel core PMU */
-	char pfm_pmu[32];		/* libpfm4 name of the core PMU ("skx", "icx"), "" if unknown */
-	const struct vpmu_model *model;	/* the vpmu model equal to the host core, or NULL */
+	bool raw_ok;	  /* PERF_TYPE_RAW: the core PMU takes raw encodings */
+	bool intel;	  /* GenuineIntel core PMU */
+	char pfm_pmu[32]; /* libpfm4 name of the core PMU ("skx", "icx"), "" if unknown */
+	const struct vpmu_model *model; /* the vpmu model equal to the host core, or NULL */
 	char why[160];			/* one line: what was found and why */
 };
 

@@ -10,16 +10,16 @@
 #include "msr-index.h"
 #include "pmu.h"
 
-#define LBR_SEL_CPL_EQ_0	BIT_ULL(0)
-#define LBR_SEL_CPL_NEQ_0	BIT_ULL(1)
-#define LBR_SEL_JCC		BIT_ULL(2)
-#define LBR_SEL_REL_CALL	BIT_ULL(3)
-#define LBR_SEL_IND_CALL	BIT_ULL(4)
-#define LBR_SEL_RETURN		BIT_ULL(5)
-#define LBR_SEL_IND_JMP		BIT_ULL(6)
-#define LBR_SEL_REL_JMP		BIT_ULL(7)
-#define LBR_SEL_FAR		BIT_ULL(8)
-#define LBR_SEL_CALL_STACK	BIT_ULL(9)
+#define LBR_SEL_CPL_EQ_0   BIT_ULL(0)
+#define LBR_SEL_CPL_NEQ_0  BIT_ULL(1)
+#define LBR_SEL_JCC	   BIT_ULL(2)
+#define LBR_SEL_REL_CALL   BIT_ULL(3)
+#define LBR_SEL_IND_CALL   BIT_ULL(4)
+#define LBR_SEL_RETURN	   BIT_ULL(5)
+#define LBR_SEL_IND_JMP	   BIT_ULL(6)
+#define LBR_SEL_REL_JMP	   BIT_ULL(7)
+#define LBR_SEL_FAR	   BIT_ULL(8)
+#define LBR_SEL_CALL_STACK BIT_ULL(9)
 
 bool vpmu_lbr_active(const struct vpmu_vcpu *vcpu)
 {
@@ -30,19 +30,26 @@ bool vpmu_lbr_active(const struct vpmu_vcpu *vcpu)
 static uint64_t suppress_bit(enum vpmu_branch_kind kind)
 {
 	switch (kind) {
-	case VPMU_BR_COND:	return LBR_SEL_JCC;
-	case VPMU_BR_JMP:	return LBR_SEL_REL_JMP;
-	case VPMU_BR_JMP_IND:	return LBR_SEL_IND_JMP;
-	case VPMU_BR_CALL:	return LBR_SEL_REL_CALL;
-	case VPMU_BR_CALL_IND:	return LBR_SEL_IND_CALL;
-	case VPMU_BR_RET:	return LBR_SEL_RETURN;
-	case VPMU_BR_FAR:	return LBR_SEL_FAR;
+	case VPMU_BR_COND:
+		return LBR_SEL_JCC;
+	case VPMU_BR_JMP:
+		return LBR_SEL_REL_JMP;
+	case VPMU_BR_JMP_IND:
+		return LBR_SEL_IND_JMP;
+	case VPMU_BR_CALL:
+		return LBR_SEL_REL_CALL;
+	case VPMU_BR_CALL_IND:
+		return LBR_SEL_IND_CALL;
+	case VPMU_BR_RET:
+		return LBR_SEL_RETURN;
+	case VPMU_BR_FAR:
+		return LBR_SEL_FAR;
 	}
 	return ~0ULL;
 }
 
-void vpmu_lbr_branch(struct vpmu_vcpu *vcpu, uint64_t from, uint64_t to,
-		     enum vpmu_branch_kind kind, unsigned int cpl, uint64_t cycles)
+void vpmu_lbr_branch(struct vpmu_vcpu *vcpu, uint64_t from, uint64_t to, enum vpmu_branch_kind kind,
+		     unsigned int cpl, uint64_t cycles)
 {
 	uint64_t sel = vcpu->lbr_select, depth = vcpu->model.lbr_depth;
 	uint64_t tos = vcpu->lbr_tos;

@@ -8,17 +8,17 @@
 #include "bits.h"
 #include "vpmu/vpmu.h"
 
-#define APIC_LVT_VECTOR		GENMASK_ULL(7, 0)
-#define APIC_LVT_MODE		GENMASK_ULL(10, 8)
-#define APIC_LVT_MASKED		BIT_ULL(16)
-#define APIC_MODE_FIXED		0
-#define APIC_MODE_NMI		4
+#define APIC_LVT_VECTOR GENMASK_ULL(7, 0)
+#define APIC_LVT_MODE	GENMASK_ULL(10, 8)
+#define APIC_LVT_MASKED BIT_ULL(16)
+#define APIC_MODE_FIXED 0
+#define APIC_MODE_NMI	4
 
 void vpmu_lvt_decode(uint32_t lvt, struct vpmu_lvt *ret)
 {
-	unsigned int mode = (unsigned int)FIELD_GET(APIC_LVT_MODE, lvt);
+	unsigned int mode = (unsigned int) FIELD_GET(APIC_LVT_MODE, lvt);
 
-	ret->vector = (uint8_t)FIELD_GET(APIC_LVT_VECTOR, lvt);
+	ret->vector = (uint8_t) FIELD_GET(APIC_LVT_VECTOR, lvt);
 	ret->after = lvt;
 	ret->action = VPMU_LVT_DROP;
 	if (lvt & APIC_LVT_MASKED)
@@ -30,5 +30,5 @@ void vpmu_lvt_decode(uint32_t lvt, struct vpmu_lvt *ret)
 		ret->action = VPMU_LVT_FIXED;
 	/* SMI, INIT and ExtINT are not PMI modes a vPMU delivers */
 	if (ret->action != VPMU_LVT_DROP)
-		ret->after = lvt | (uint32_t)APIC_LVT_MASKED;
+		ret->after = lvt | (uint32_t) APIC_LVT_MASKED;
 }

@@ -16,7 +16,7 @@
 #include "events.h"
 
 #define CAP_LBR_FMT(n)	FIELD_PREP(PERF_CAP_LBR_FMT, n)
-#define CAP_PEBS_FMT(n)	FIELD_PREP(PERF_CAP_PEBS_FORMAT, n)
+#define CAP_PEBS_FMT(n) FIELD_PREP(PERF_CAP_PEBS_FORMAT, n)
 
 static const struct vpmu_model models[] = {
 	{
@@ -29,7 +29,8 @@ static const struct vpmu_model models[] = {
 		 * PEBS_FMT 3, FREEZE_WHILE_SMM, FW_WRITE (what SKX reports).
 		 */
 		.name = "Skylake-Server",
-		.description = "Xeon Scalable (06_55H): perfmon v4, 4 GP + 3 fixed, PEBS format 3, 32 LBRs",
+		.description = "Xeon Scalable (06_55H): perfmon v4, 4 GP + 3 fixed, PEBS format 3, "
+			       "32 LBRs",
 		.version = 4,
 		.nr_gp = 4,
 		.gp_width = 48,
@@ -41,7 +42,8 @@ static const struct vpmu_model models[] = {
 		.phys_bits = 46,
 		.features = MODEL_F_DS | MODEL_F_PEBS | MODEL_F_OFFCORE | MODEL_F_FRONTEND,
 		.perf_capabilities = CAP_LBR_FMT(5) | PERF_CAP_PEBS_TRAP | PERF_CAP_ARCH_REG |
-				     CAP_PEBS_FMT(3) | PERF_CAP_FREEZE_WHILE_SMM | PERF_CAP_FW_WRITES,
+				     CAP_PEBS_FMT(3) | PERF_CAP_FREEZE_WHILE_SMM |
+				     PERF_CAP_FW_WRITES,
 		/* INST_RETIRED.PREC_DIST: GP counter 1 [seed §F.3] */
 		.pdist_counters = BIT_ULL(1),
 		/* Linux's SKL extra_regs valid masks */
@@ -61,7 +63,8 @@ static const struct vpmu_model models[] = {
 		 * PERF_METRICS, 32 LBRs + LBR_INFO, LA57.
 		 */
 		.name = "Icelake-Server",
-		.description = "Xeon 3rd gen (06_6AH): perfmon v5, 8 GP + 4 fixed, adaptive PEBS format 4, EPT-friendly PEBS",
+		.description = "Xeon 3rd gen (06_6AH): perfmon v5, 8 GP + 4 fixed, adaptive PEBS "
+			       "format 4, EPT-friendly PEBS",
 		.version = 5,
 		.nr_gp = 8,
 		.gp_width = 48,
@@ -74,8 +77,9 @@ static const struct vpmu_model models[] = {
 		.features = MODEL_F_DS | MODEL_F_PEBS | MODEL_F_EPT_PEBS |
 			    MODEL_F_ANYTHREAD_DEPRECATED | MODEL_F_OFFCORE | MODEL_F_FRONTEND,
 		.perf_capabilities = CAP_LBR_FMT(5) | PERF_CAP_PEBS_TRAP | PERF_CAP_ARCH_REG |
-				     CAP_PEBS_FMT(4) | PERF_CAP_FREEZE_WHILE_SMM | PERF_CAP_FW_WRITES |
-				     PERF_CAP_PEBS_BASELINE | PERF_CAP_PERF_METRICS,
+				     CAP_PEBS_FMT(4) | PERF_CAP_FREEZE_WHILE_SMM |
+				     PERF_CAP_FW_WRITES | PERF_CAP_PEBS_BASELINE |
+				     PERF_CAP_PERF_METRICS,
 		/* PDIST on GP counter 0 and fixed counter 0 */
 		.pdist_counters = BIT_ULL(0) | BIT_ULL(32),
 		.offcore_rsp_valid = 0x3fffffbfffULL,
@@ -96,7 +100,8 @@ static const struct vpmu_model models[] = {
 		 * which vpmu does not model: LBR_FMT 0, no LBR group.
 		 */
 		.name = "LunarLake",
-		.description = "Core Ultra 200V P-core (06_BDH): perfmon v6, 8 GP + 4 fixed, PEBS format 6, counters group, timed PEBS",
+		.description = "Core Ultra 200V P-core (06_BDH): perfmon v6, 8 GP + 4 fixed, PEBS "
+			       "format 6, counters group, timed PEBS",
 		.version = 6,
 		.nr_gp = 8,
 		.gp_width = 48,
@@ -132,7 +137,8 @@ static const struct vpmu_model models[] = {
 		 * output buffer is physically addressed), no legacy PEBS.
 		 */
 		.name = "arch-pebs",
-		.description = "Architectural PEBS core (CPUID 23H): perfmon v6, 8 GP + 4 fixed, PEBS_FMT 0xF",
+		.description = "Architectural PEBS core (CPUID 23H): perfmon v6, 8 GP + 4 fixed, "
+			       "PEBS_FMT 0xF",
 		.version = 6,
 		.nr_gp = 8,
 		.gp_width = 48,
@@ -179,7 +185,7 @@ int vpmu_model_find(const char *name)
 		return -ENOENT;
 	for (size_t i = 0; i < ARRAY_SIZE(models); i++)
 		if (!strcasecmp(models[i].name, name))
-			return (int)i;
+			return (int) i;
 	return -ENOENT;
 }
 
@@ -195,25 +201,25 @@ int model_narrow(const struct vpmu_model *base, const struct vpmu_config *cfg,
 {
 	struct vpmu_model m = *base;
 
-	if (cfg->nr_gp > (int)base->nr_gp || cfg->nr_gp < -1) {
+	if (cfg->nr_gp > (int) base->nr_gp || cfg->nr_gp < -1) {
 		*why = "nr_gp is larger than the model's GP counter count (or below -1)";
 		return -EINVAL;
 	}
-	if (cfg->nr_fixed > (int)base->nr_fixed || cfg->nr_fixed < -1) {
+	if (cfg->nr_fixed > (int) base->nr_fixed || cfg->nr_fixed < -1) {
 		*why = "nr_fixed is larger than the model's fixed counter count (or below -1)";
 		return -EINVAL;
 	}
-	if (cfg->flags & ~(unsigned int)(VPMU_CONFIG_NO_PEBS | VPMU_CONFIG_NO_LBR |
-					 VPMU_CONFIG_NO_METRICS)) {
+	if (cfg->flags &
+	    ~(unsigned int) (VPMU_CONFIG_NO_PEBS | VPMU_CONFIG_NO_LBR | VPMU_CONFIG_NO_METRICS)) {
 		*why = "unknown VPMU_CONFIG_* flag";
 		return -EINVAL;
 	}
-	if (cfg->version != -1 && (cfg->version < 2 || cfg->version > (int)base->version)) {
+	if (cfg->version != -1 && (cfg->version < 2 || cfg->version > (int) base->version)) {
 		*why = "version must be -1 or between 2 and the model's perfmon version";
 		return -EINVAL;
 	}
 	if (cfg->version > 0 && cfg->version < base->version) {
-		m.version = (uint8_t)cfg->version;
+		m.version = (uint8_t) cfg->version;
 		/* CPUID 23H, UMASK2 and EQ are perfmon v6 */
 		if (m.version < 6)
 			m.features &= ~(MODEL_F_UMASK2 | MODEL_F_EQ);
@@ -222,17 +228,17 @@ int model_narrow(const struct vpmu_model *base, const struct vpmu_config *cfg,
 			m.features &= ~MODEL_F_ANYTHREAD_DEPRECATED;
 	}
 	if (cfg->nr_gp >= 0)
-		m.nr_gp = (uint8_t)cfg->nr_gp;
+		m.nr_gp = (uint8_t) cfg->nr_gp;
 	if (cfg->nr_fixed >= 0)
-		m.nr_fixed = (uint8_t)cfg->nr_fixed;
+		m.nr_fixed = (uint8_t) cfg->nr_fixed;
 
 	if (cfg->flags & VPMU_CONFIG_NO_PEBS) {
 		/* Keep PEBS_FMT 0xF: it says "no legacy PEBS", still true. */
 		if (model_pebs_fmt(&m) != PEBS_FMT_ARCH)
 			m.perf_capabilities &= ~PERF_CAP_PEBS_FORMAT;
-		m.perf_capabilities &= ~(PERF_CAP_PEBS_TRAP | PERF_CAP_ARCH_REG |
-					 PERF_CAP_PEBS_BASELINE | PERF_CAP_PEBS_OUTPUT_PT |
-					 PERF_CAP_PEBS_TIMING_INFO);
+		m.perf_capabilities &=
+			~(PERF_CAP_PEBS_TRAP | PERF_CAP_ARCH_REG | PERF_CAP_PEBS_BASELINE |
+			  PERF_CAP_PEBS_OUTPUT_PT | PERF_CAP_PEBS_TIMING_INFO);
 		m.features &= ~(MODEL_F_PEBS | MODEL_F_DS | MODEL_F_EPT_PEBS | MODEL_F_FRONTEND);
 		m.pdist_counters = 0;
 	}
@@ -249,12 +255,14 @@ int model_narrow(const struct vpmu_model *base, const struct vpmu_config *cfg,
 	 */
 	if ((model_arch_pebs(&m) || (model_legacy_pebs(&m) && model_pebs_fmt(&m) >= 6)) &&
 	    m.version < 6) {
-		*why = "this PEBS format needs perfmon v6 (CPUID 23H): keep the version or add VPMU_CONFIG_NO_PEBS";
+		*why = "this PEBS format needs perfmon v6 (CPUID 23H): keep the version or add "
+		       "VPMU_CONFIG_NO_PEBS";
 		return -EINVAL;
 	}
 	/* PERF_METRICS is defined against fixed counter 3, TOPDOWN.SLOTS. */
 	if (model_has_metrics(&m) && m.nr_fixed < 4) {
-		*why = "PERF_METRICS needs fixed counter 3: set nr_fixed to 4 or add VPMU_CONFIG_NO_METRICS";
+		*why = "PERF_METRICS needs fixed counter 3: set nr_fixed to 4 or add "
+		       "VPMU_CONFIG_NO_METRICS";
 		return -EINVAL;
 	}
 	/* Extended PEBS covers every counter; PDist counters must exist. */
@@ -297,8 +305,7 @@ void model_derive(const struct vpmu_model *m, struct vpmu_masks *k)
 	if (model_has_metrics(m))
 		k->global_ctrl |= GLOBAL_CTRL_EN_PERF_METRICS;
 
-	k->global_status = k->gp | (k->fixed << GLOBAL_STATUS_FIXED_SHIFT) |
-			   GLOBAL_STATUS_COND_CHG;
+	k->global_status = k->gp | (k->fixed << GLOBAL_STATUS_FIXED_SHIFT) | GLOBAL_STATUS_COND_CHG;
 	if (model_has_metrics(m))
 		k->global_status |= GLOBAL_STATUS_PERF_METRICS_OVF;
 	if (model_legacy_pebs(m) || model_arch_pebs(m))
@@ -350,7 +357,7 @@ void model_derive(const struct vpmu_model *m, struct vpmu_masks *k)
 	if (lbr) {
 		/* LBR_SELECT bits 9:0 (EN_CALLSTACK = 9), Tables 20-11..13 */
 		k->lbr_select = GENMASK_ULL(9, 0);
-		k->lbr_tos = (uint64_t)m->lbr_depth - 1;
+		k->lbr_tos = (uint64_t) m->lbr_depth - 1;
 		/* Table 20-16: 15:0 cycles, 60:16 reserved, 61..63 flags */
 		k->lbr_info = LBR_INFO_CYCLES | LBR_INFO_ABORT | LBR_INFO_IN_TX | LBR_INFO_MISPRED;
 	}

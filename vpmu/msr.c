@@ -104,7 +104,7 @@ static unsigned int kind_count(const struct vpmu_vcpu *vcpu, enum msr_kind kind)
 	case K_GLOBAL_STATUS:
 	case K_GLOBAL_CTRL:
 	case K_GLOBAL_OVF_CTRL:
-	case K_PERF_CAPABILITIES:	/* CPUID.01H:ECX[15] PDCM, v2+ */
+	case K_PERF_CAPABILITIES: /* CPUID.01H:ECX[15] PDCM, v2+ */
 		return v2;
 	case K_GLOBAL_STATUS_SET:
 	case K_GLOBAL_INUSE:
@@ -153,13 +153,12 @@ static unsigned int kind_count(const struct vpmu_vcpu *vcpu, enum msr_kind kind)
  * PMU MSR, else LUT_PMU | kind << 8 | index, plus LUT_PRESENT if this
  * vCPU has it.
  */
-#define LUT_PRESENT	0x8000u
-#define LUT_PMU		0x4000u
+#define LUT_PRESENT 0x8000u
+#define LUT_PMU	    0x4000u
 
 /* 0 and the kind/index; -ENOENT (not a PMU MSR) or -ENXIO (not on this vCPU). */
-static inline __attribute__((always_inline)) int classify(const struct vpmu_vcpu *vcpu,
-							   uint32_t msr, enum msr_kind *kind,
-							   unsigned int *idx)
+static inline __attribute__((always_inline)) int
+classify(const struct vpmu_vcpu *vcpu, uint32_t msr, enum msr_kind *kind, unsigned int *idx)
 {
 	unsigned int e;
 
@@ -167,7 +166,8 @@ static inline __attribute__((always_inline)) int classify(const struct vpmu_vcpu
 	 * The PMI handler's registers by arithmetic: no dependent load
 	 * before the dispatch (bench/bench-msr.c measures this path).
 	 */
-	if (msr - MSR_CORE_PERF_FIXED_CTR_CTRL <= MSR_CORE_PERF_GLOBAL_INUSE - MSR_CORE_PERF_FIXED_CTR_CTRL) {
+	if (msr - MSR_CORE_PERF_FIXED_CTR_CTRL <=
+	    MSR_CORE_PERF_GLOBAL_INUSE - MSR_CORE_PERF_FIXED_CTR_CTRL) {
 		*kind = (enum msr_kind)(K_FIXED_CTRL + (msr - MSR_CORE_PERF_FIXED_CTR_CTRL));
 		*idx = 0;
 		return vcpu->msr_count[*kind] ? 0 : -ENXIO;
@@ -189,17 +189,17 @@ void msr_counts_init(struct vpmu_vcpu *vcpu)
 	/* the table must cover every range: ranges[] is in ascending order */
 	assert(last->base + (last->span - 1u) * last->stride < VPMU_MSR_LUT_END);
 	for (unsigned int k = 0; k < K_NR; k++)
-		vcpu->msr_count[k] = (uint8_t)kind_count(vcpu, (enum msr_kind)k);
+		vcpu->msr_count[k] = (uint8_t) kind_count(vcpu, (enum msr_kind) k);
 	memset(vcpu->msr_lut, 0, sizeof(vcpu->msr_lut));
 	for (size_t i = 0; i < ARRAY_SIZE(ranges); i++) {
 		const struct msr_range *r = &ranges[i];
 
 		for (unsigned int j = 0; j < r->span; j++) {
-			unsigned int e = LUT_PMU | (unsigned int)r->kind << 8 | j;
+			unsigned int e = LUT_PMU | (unsigned int) r->kind << 8 | j;
 
 			if (j < vcpu->msr_count[r->kind])
 				e |= LUT_PRESENT;
-			vcpu->msr_lut[r->base + j * r->stride] = (uint16_t)e;
+			vcpu->msr_lut[r->base + j * r->stride] = (uint16_t) e;
 		}
 	}
 }
@@ -244,34 +244,86 @@ int vpmu_msr_read(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t *ret_value)
 
 	switch (kind) {
 	case K_PMC:
-	case K_A_PMC:		v = counter_read(vcpu, i); break;
-	case K_EVTSEL:		v = vcpu->gp[i].evtsel; break;
-	case K_FIXED_CTR:	v = counter_read(vcpu, 32 + i); break;
-	case K_FIXED_CTRL:	v = vcpu->fixed_ctrl; break;
-	case K_GLOBAL_STATUS:	v = vcpu->global_status; break;
-	case K_GLOBAL_CTRL:	v = vcpu->global_ctrl; break;
+	case K_A_PMC:
+		v = counter_read(vcpu, i);
+		break;
+	case K_EVTSEL:
+		v = vcpu->gp[i].evtsel;
+		break;
+	case K_FIXED_CTR:
+		v = counter_read(vcpu, 32 + i);
+		break;
+	case K_FIXED_CTRL:
+		v = vcpu->fixed_ctrl;
+		break;
+	case K_GLOBAL_STATUS:
+		v = vcpu->global_status;
+		break;
+	case K_GLOBAL_CTRL:
+		v = vcpu->global_ctrl;
+		break;
 	/* Write-only in effect: reads return 0 */
 	case K_GLOBAL_OVF_CTRL:
-	case K_GLOBAL_STATUS_SET: v = 0; break;
-	case K_GLOBAL_INUSE:	v = global_inuse(vcpu); break;
-	case K_PERF_METRICS:	v = vcpu->perf_metrics; break;
-	case K_PERF_CAPABILITIES: v = vcpu->model.perf_capabilities; break;
-	case K_OFFCORE_RSP:	v = vcpu->offcore_rsp[i]; break;
-	case K_LBR_SELECT:	v = vcpu->lbr_select; break;
-	case K_LBR_TOS:		v = vcpu->lbr_tos; break;
-	case K_DEBUGCTL:	v = vcpu->debugctl; break;
-	case K_PEBS_ENABLE:	v = vcpu->pebs_enable; break;
-	case K_DATA_CFG:	v = vcpu->data_cfg; break;
-	case K_PEBS_BASE:	v = vcpu->pebs_base; break;
-	case K_PEBS_INDEX:	v = vcpu->pebs_index; break;
-	case K_LD_LAT:		v = vcpu->ld_lat; break;
-	case K_FRONTEND:	v = vcpu->frontend; break;
-	case K_DS_AREA:		v = vcpu->ds_area; break;
-	case K_LBR_FROM:	v = vcpu->lbr_from[i]; break;
-	case K_LBR_TO:		v = vcpu->lbr_to[i]; break;
-	case K_LBR_INFO:	v = vcpu->lbr_info[i]; break;
-	case K_GP_CFG_C:	v = vcpu->gp[i].cfg_c; break;
-	case K_FX_CFG_C:	v = vcpu->fixed[i].cfg_c; break;
+	case K_GLOBAL_STATUS_SET:
+		v = 0;
+		break;
+	case K_GLOBAL_INUSE:
+		v = global_inuse(vcpu);
+		break;
+	case K_PERF_METRICS:
+		v = vcpu->perf_metrics;
+		break;
+	case K_PERF_CAPABILITIES:
+		v = vcpu->model.perf_capabilities;
+		break;
+	case K_OFFCORE_RSP:
+		v = vcpu->offcore_rsp[i];
+		break;
+	case K_LBR_SELECT:
+		v = vcpu->lbr_select;
+		break;
+	case K_LBR_TOS:
+		v = vcpu->lbr_tos;
+		break;
+	case K_DEBUGCTL:
+		v = vcpu->debugctl;
+		break;
+	case K_PEBS_ENABLE:
+		v = vcpu->pebs_enable;
+		break;
+	case K_DATA_CFG:
+		v = vcpu->data_cfg;
+		break;
+	case K_PEBS_BASE:
+		v = vcpu->pebs_base;
+		break;
+	case K_PEBS_INDEX:
+		v = vcpu->pebs_index;
+		break;
+	case K_LD_LAT:
+		v = vcpu->ld_lat;
+		break;
+	case K_FRONTEND:
+		v = vcpu->frontend;
+		break;
+	case K_DS_AREA:
+		v = vcpu->ds_area;
+		break;
+	case K_LBR_FROM:
+		v = vcpu->lbr_from[i];
+		break;
+	case K_LBR_TO:
+		v = vcpu->lbr_to[i];
+		break;
+	case K_LBR_INFO:
+		v = vcpu->lbr_info[i];
+		break;
+	case K_GP_CFG_C:
+		v = vcpu->gp[i].cfg_c;
+		break;
+	case K_FX_CFG_C:
+		v = vcpu->fixed[i].cfg_c;
+		break;
 	default:
 		return -ENOENT;
 	}
@@ -282,7 +334,10 @@ int vpmu_msr_read(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t *ret_value)
 /* GP counters whose event reads the extra MSR at `msr` (its value is in their host event). */
 static void dirty_aux_users(struct vpmu_vcpu *vcpu, uint32_t msr)
 {
-	static const struct { uint32_t msr; uint16_t event; } users[] = {
+	static const struct {
+		uint32_t msr;
+		uint16_t event;
+	} users[] = {
 		{ MSR_OFFCORE_RSP_0, 0x01b7 },
 		{ MSR_OFFCORE_RSP_1, 0x01bb },
 		{ MSR_PEBS_LD_LAT_THRESHOLD, 0x01cd },
@@ -447,9 +502,9 @@ static int msr_write(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v)
 		return set_masked(&vcpu->gp[i].cfg_c, v, k->pebs_cfg_c);
 	case K_FX_CFG_C:
 		return set_masked(&vcpu->fixed[i].cfg_c, v, k->pebs_cfg_c);
-	case K_GLOBAL_STATUS:		/* read-only */
-	case K_GLOBAL_INUSE:		/* read-only */
-	case K_PERF_CAPABILITIES:	/* read-only */
+	case K_GLOBAL_STATUS:	  /* read-only */
+	case K_GLOBAL_INUSE:	  /* read-only */
+	case K_PERF_CAPABILITIES: /* read-only */
 		return -EINVAL;
 	case K_NR:
 		break;

@@ -29,10 +29,10 @@ static_assert(PEBS_LBR_ENTRY_SIZE == 24, "LBR entry");
 static_assert(PEBS_CNTR_HDR_SIZE == 16, "Table 22-103: 128-bit counters header");
 
 /* Table 22-104, all groups and 32 LBRs. */
-#define EX1_MEM		PEBS_BASIC_SIZE
-#define EX1_GPR		(EX1_MEM + PEBS_MEMINFO_SIZE)
-#define EX1_XMM		(EX1_GPR + PEBS_GPRS_SIZE)
-#define EX1_LBR		(EX1_XMM + PEBS_XMMS_SIZE)
+#define EX1_MEM PEBS_BASIC_SIZE
+#define EX1_GPR (EX1_MEM + PEBS_MEMINFO_SIZE)
+#define EX1_XMM (EX1_GPR + PEBS_GPRS_SIZE)
+#define EX1_LBR (EX1_XMM + PEBS_XMMS_SIZE)
 static_assert(EX1_MEM + PEBS_MEMINFO_DLA == 0x20 && EX1_MEM + PEBS_MEMINFO_TSX == 0x38, "Ex 1 mem");
 static_assert(EX1_GPR + PEBS_GPRS_RFLAGS == 0x40 && EX1_GPR + PEBS_GPRS_RIP == 0x48, "Ex 1 gpr");
 static_assert(EX1_GPR + PEBS_GPRS_REG(PEBS_RAX) == 0x50, "Ex 1 RAX");
@@ -47,8 +47,8 @@ static_assert(EX1_LBR + 31 * PEBS_LBR_ENTRY_SIZE + PEBS_LBR_INFO == 0x4c8, "Ex 1
 static_assert(EX1_LBR + 32 * PEBS_LBR_ENTRY_SIZE == 0x4d0, "Ex 1 total");
 
 /* Table 22-105, Basic + GPRs + 3 LBRs. */
-#define EX2_GPR		PEBS_BASIC_SIZE
-#define EX2_LBR		(EX2_GPR + PEBS_GPRS_SIZE)
+#define EX2_GPR PEBS_BASIC_SIZE
+#define EX2_LBR (EX2_GPR + PEBS_GPRS_SIZE)
 static_assert(EX2_GPR + PEBS_GPRS_RFLAGS == 0x20 && EX2_GPR + PEBS_GPRS_RIP == 0x28, "Ex 2 gpr");
 static_assert(EX2_GPR + PEBS_GPRS_REG(PEBS_RAX) == 0x30, "Ex 2 RAX");
 static_assert(EX2_GPR + PEBS_GPRS_REG(PEBS_RDI) == 0x68, "Ex 2 RDI");
@@ -71,21 +71,22 @@ static_assert(ARCH_PEBS_LBR_HDR_SIZE == 48 && ARCH_PEBS_LBR_LER_INFO + 8 == ARCH
 	      "arch_pebs_lbr_header");
 /* The record header flags each group at the bit its CFG_C select uses. */
 static_assert(ARCH_PEBS_HDR_AUX == ARCH_PEBS_AUX && ARCH_PEBS_HDR_GPR == ARCH_PEBS_GPR &&
-	      ARCH_PEBS_HDR_XMM == ARCH_PEBS_VECR_XMM && ARCH_PEBS_HDR_LBR == ARCH_PEBS_LBR,
+		      ARCH_PEBS_HDR_XMM == ARCH_PEBS_VECR_XMM && ARCH_PEBS_HDR_LBR == ARCH_PEBS_LBR,
 	      "header group bits mirror CFG_C");
 static_assert(((ARCH_PEBS_CNTR_GP | ARCH_PEBS_CNTR_FIXED | ARCH_PEBS_CNTR_METRICS) &
-	       ~ARCH_PEBS_HDR_CNTR) == 0, "counters selects within header [39:35]");
+	       ~ARCH_PEBS_HDR_CNTR) == 0,
+	      "counters selects within header [39:35]");
 
 static void put64(uint8_t *p, uint64_t v)
 {
 	for (unsigned int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+		p[i] = (uint8_t) (v >> (8 * i));
 }
 
 static void put32(uint8_t *p, uint32_t v)
 {
 	for (unsigned int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+		p[i] = (uint8_t) (v >> (8 * i));
 }
 
 /*
@@ -129,7 +130,7 @@ static void put_lbrs(uint8_t *l, unsigned int n, const struct pebs_lbr_entry *lb
 		     unsigned int nr_lbr)
 {
 	for (unsigned int i = 0; i < n && lbr && i < nr_lbr; i++) {
-		uint8_t *e = l + (size_t)i * PEBS_LBR_ENTRY_SIZE;
+		uint8_t *e = l + (size_t) i * PEBS_LBR_ENTRY_SIZE;
 
 		put64(e + PEBS_LBR_FROM, lbr[i].from);
 		put64(e + PEBS_LBR_TO, lbr[i].to);
@@ -144,8 +145,8 @@ struct cntr_vecs {
 static size_t cntr_group_size(const struct cntr_vecs *v)
 {
 	return PEBS_CNTR_HDR_SIZE +
-	       8 * (size_t)(__builtin_popcount(v->pmc) + __builtin_popcount(v->fixed) +
-			    __builtin_popcount(v->metrics));
+	       8 * (size_t) (__builtin_popcount(v->pmc) + __builtin_popcount(v->fixed) +
+			     __builtin_popcount(v->metrics));
 }
 
 /* Table 22-103: header, then PMCs, FIXED_CTRs, metrics base, metrics in bit order. */
@@ -176,10 +177,12 @@ static void put_cntr_group(uint8_t *c, const struct cntr_vecs *v, const struct p
 
 /* ---- legacy format 3 and adaptive formats 4-6 ---- */
 
-#define DATACFG_GROUPS_FMT4 (PEBS_DATACFG_MEMINFO | PEBS_DATACFG_GP | PEBS_DATACFG_XMMS | \
-			     PEBS_DATACFG_LBRS | PEBS_DATACFG_LBR_ENTRIES)
-#define DATACFG_GROUPS_FMT6 (DATACFG_GROUPS_FMT4 | PEBS_DATACFG_CNTR | PEBS_DATACFG_METRICS | \
-			     PEBS_DATACFG_INCLUDE_PMC | PEBS_DATACFG_INCLUDE_FIXED)
+#define DATACFG_GROUPS_FMT4                                                                        \
+	(PEBS_DATACFG_MEMINFO | PEBS_DATACFG_GP | PEBS_DATACFG_XMMS | PEBS_DATACFG_LBRS |          \
+	 PEBS_DATACFG_LBR_ENTRIES)
+#define DATACFG_GROUPS_FMT6                                                                        \
+	(DATACFG_GROUPS_FMT4 | PEBS_DATACFG_CNTR | PEBS_DATACFG_METRICS |                          \
+	 PEBS_DATACFG_INCLUDE_PMC | PEBS_DATACFG_INCLUDE_FIXED)
 
 /* §22.9.2.3.1: which counters the record captures. */
 static struct cntr_vecs adaptive_cntr_vecs(uint64_t data_cfg)
@@ -187,11 +190,10 @@ static struct cntr_vecs adaptive_cntr_vecs(uint64_t data_cfg)
 	struct cntr_vecs v = { 0 };
 
 	if (data_cfg & PEBS_DATACFG_CNTR) {
-		v.pmc = (uint32_t)FIELD_GET(PEBS_DATACFG_INCLUDE_PMC, data_cfg);
-		v.fixed = (uint32_t)FIELD_GET(PEBS_DATACFG_INCLUDE_FIXED, data_cfg);
+		v.pmc = (uint32_t) FIELD_GET(PEBS_DATACFG_INCLUDE_PMC, data_cfg);
+		v.fixed = (uint32_t) FIELD_GET(PEBS_DATACFG_INCLUDE_FIXED, data_cfg);
 	}
-	if ((data_cfg & PEBS_DATACFG_METRICS) &&
-	    (data_cfg & BIT_ULL(48 + PEBS_CNTR_METRICS_FIXED)))
+	if ((data_cfg & PEBS_DATACFG_METRICS) && (data_cfg & BIT_ULL(48 + PEBS_CNTR_METRICS_FIXED)))
 		v.metrics = PEBS_CNTR_METRICS_ALL;
 	return v;
 }
@@ -206,7 +208,7 @@ static unsigned int adaptive_nr_lbr(uint64_t data_cfg)
 {
 	if (!(data_cfg & PEBS_DATACFG_LBRS))
 		return 0;
-	return (unsigned int)FIELD_GET(PEBS_DATACFG_LBR_ENTRIES, data_cfg) + 1;
+	return (unsigned int) FIELD_GET(PEBS_DATACFG_LBR_ENTRIES, data_cfg) + 1;
 }
 
 /*
@@ -245,7 +247,7 @@ size_t pebs_record_size(const struct pebs_config *cfg)
 		size += PEBS_GPRS_SIZE;
 	if (dc & PEBS_DATACFG_XMMS)
 		size += PEBS_XMMS_SIZE;
-	size += (size_t)adaptive_nr_lbr(dc) * PEBS_LBR_ENTRY_SIZE;
+	size += (size_t) adaptive_nr_lbr(dc) * PEBS_LBR_ENTRY_SIZE;
 	if (has_cntr_group(dc)) {
 		struct cntr_vecs v = adaptive_cntr_vecs(dc);
 
@@ -338,7 +340,7 @@ size_t pebs_record_build(const struct pebs_config *cfg, const struct pebs_sample
 		unsigned int n = adaptive_nr_lbr(dc);
 
 		put_lbrs(p, n, cfg->lbr, cfg->nr_lbr);
-		p += (size_t)n * PEBS_LBR_ENTRY_SIZE;
+		p += (size_t) n * PEBS_LBR_ENTRY_SIZE;
 	}
 	if (has_cntr_group(dc)) {
 		struct cntr_vecs v = adaptive_cntr_vecs(dc);
@@ -346,13 +348,13 @@ size_t pebs_record_build(const struct pebs_config *cfg, const struct pebs_sample
 		put_cntr_group(p, &v, cfg->counters);
 		p += cntr_group_size(&v);
 	}
-	assert((size_t)(p - buf) == size);
+	assert((size_t) (p - buf) == size);
 	return size;
 }
 
 /* ---- architectural PEBS ---- */
 
-#define ARCH_PEBS_CNTR_SELECTS	(ARCH_PEBS_CNTR_GP | ARCH_PEBS_CNTR_FIXED | ARCH_PEBS_CNTR_METRICS)
+#define ARCH_PEBS_CNTR_SELECTS (ARCH_PEBS_CNTR_GP | ARCH_PEBS_CNTR_FIXED | ARCH_PEBS_CNTR_METRICS)
 
 /*
  * LBR depth selector CFG_C[41:40] (Linux ARCH_PEBS_LBR_NUM_*): 0 none,
@@ -360,7 +362,7 @@ size_t pebs_record_build(const struct pebs_config *cfg, const struct pebs_sample
  */
 static unsigned int arch_nr_lbr(const struct arch_pebs_config *cfg)
 {
-	unsigned int sel = (unsigned int)FIELD_GET(ARCH_PEBS_LBR, cfg->cfg_c);
+	unsigned int sel = (unsigned int) FIELD_GET(ARCH_PEBS_LBR, cfg->cfg_c);
 
 	return sel == ARCH_PEBS_LBR_SEL_VAR ? cfg->lbr_depth : 8 * sel;
 }
@@ -380,7 +382,7 @@ static struct cntr_vecs arch_cntr_vecs(const struct arch_pebs_config *cfg)
 	if (cfg->cfg_c & ARCH_PEBS_CNTR_GP)
 		v.pmc = cfg->gp_allow;
 	if (cfg->cfg_c & ARCH_PEBS_CNTR_FIXED)
-		v.fixed = cfg->fixed_allow & 0xffff;	/* struct pebs_counters holds 16 */
+		v.fixed = cfg->fixed_allow & 0xffff; /* struct pebs_counters holds 16 */
 	if (cfg->cfg_c & ARCH_PEBS_CNTR_METRICS)
 		v.metrics = PEBS_CNTR_METRICS_ALL;
 	return v;
@@ -398,7 +400,7 @@ static size_t arch_raw_size(const struct arch_pebs_config *cfg)
 	if (c & ARCH_PEBS_VECR_XMM)
 		size += ARCH_PEBS_XER_SIZE;
 	if (c & ARCH_PEBS_LBR)
-		size += ARCH_PEBS_LBR_HDR_SIZE + (size_t)arch_nr_lbr(cfg) * PEBS_LBR_ENTRY_SIZE;
+		size += ARCH_PEBS_LBR_HDR_SIZE + (size_t) arch_nr_lbr(cfg) * PEBS_LBR_ENTRY_SIZE;
 	if (c & ARCH_PEBS_CNTR_SELECTS) {
 		struct cntr_vecs v = arch_cntr_vecs(cfg);
 
@@ -428,7 +430,7 @@ size_t arch_pebs_record_size(const struct arch_pebs_config *cfg)
 	 * which is how a reader (Linux's: at += header->size) steps over it.
 	 * Only an odd number of counters-group values needs it.
 	 */
-	return (raw + ARCH_PEBS_ALIGN - 1) & ~(size_t)(ARCH_PEBS_ALIGN - 1);
+	return (raw + ARCH_PEBS_ALIGN - 1) & ~(size_t) (ARCH_PEBS_ALIGN - 1);
 }
 
 size_t arch_pebs_record_build(const struct arch_pebs_config *cfg, const struct pebs_sample *s,
@@ -497,7 +499,7 @@ size_t arch_pebs_record_build(const struct arch_pebs_config *cfg, const struct p
 		p += ARCH_PEBS_LBR_HDR_SIZE;
 		/* Arch LBRs have no TOS: entry 0 is the most recent. Shortfall zero-filled. */
 		put_lbrs(p, n, cfg->lbr, cfg->nr_lbr);
-		p += (size_t)n * PEBS_LBR_ENTRY_SIZE;
+		p += (size_t) n * PEBS_LBR_ENTRY_SIZE;
 	}
 	if (c & ARCH_PEBS_CNTR_SELECTS) {
 		struct cntr_vecs v = arch_cntr_vecs(cfg);
@@ -505,6 +507,6 @@ size_t arch_pebs_record_build(const struct arch_pebs_config *cfg, const struct p
 		put_cntr_group(p, &v, cfg->counters);
 		p += cntr_group_size(&v);
 	}
-	assert((size_t)(p - buf) <= size && size - (size_t)(p - buf) < ARCH_PEBS_ALIGN);
+	assert((size_t) (p - buf) <= size && size - (size_t) (p - buf) < ARCH_PEBS_ALIGN);
 	return size;
 }

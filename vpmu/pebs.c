@@ -30,15 +30,15 @@
 #include "pmu.h"
 
 /* DS buffer management area, 64-bit layout (Fig 20-8, Fig 22-69) */
-#define DS_PEBS_BASE		0x20
-#define DS_PEBS_INDEX		0x28
-#define DS_PEBS_ABS_MAX		0x30
-#define DS_PEBS_THRESHOLD	0x38
-#define DS_PEBS_GP_RESET(n)	(0x40 + 8 * (n))
+#define DS_PEBS_BASE	    0x20
+#define DS_PEBS_INDEX	    0x28
+#define DS_PEBS_ABS_MAX	    0x30
+#define DS_PEBS_THRESHOLD   0x38
+#define DS_PEBS_GP_RESET(n) (0x40 + 8 * (n))
 /* fixed reset slots follow the GP ones: 8 GP for format 4, 32 for 5/6 (§22.6.2.4.2) */
 #define DS_PEBS_FIXED_RESET(fmt, n) ((fmt) == 4 ? 0x80 + 8 * (n) : 0x140 + 8 * (n))
 
-#define MAX_RECORD 4096		/* larger than any record any format builds */
+#define MAX_RECORD 4096 /* larger than any record any format builds */
 
 bool pebs_counter_enabled(const struct vpmu_vcpu *vcpu, unsigned int ctr)
 {
@@ -91,9 +91,10 @@ static unsigned int lbr_snapshot(const struct vpmu_vcpu *vcpu, struct pebs_lbr_e
 	unsigned int depth = vcpu->model.lbr_depth;
 
 	for (unsigned int i = 0; i < depth; i++) {
-		unsigned int k = (unsigned int)(vcpu->lbr_tos + depth - i) % depth;
+		unsigned int k = (unsigned int) (vcpu->lbr_tos + depth - i) % depth;
 
-		e[i] = (struct pebs_lbr_entry){ vcpu->lbr_from[k], vcpu->lbr_to[k], vcpu->lbr_info[k] };
+		e[i] = (struct pebs_lbr_entry){ vcpu->lbr_from[k], vcpu->lbr_to[k],
+						vcpu->lbr_info[k] };
 	}
 	return depth;
 }
@@ -129,7 +130,7 @@ static void legacy_assist(struct vpmu_vcpu *vcpu, uint64_t ctrs, const struct pe
 	cfg.applicable = ctrs;
 	if (fmt >= 4) {
 		for (uint64_t m = ctrs; m; m &= m - 1)
-			if (is_adaptive(vcpu, (unsigned int)__builtin_ctzll(m)))
+			if (is_adaptive(vcpu, (unsigned int) __builtin_ctzll(m)))
 				cfg.data_cfg = vcpu->data_cfg;
 		if (cfg.data_cfg & PEBS_DATACFG_LBRS) {
 			cfg.nr_lbr = lbr_snapshot(vcpu, lbr);
@@ -142,7 +143,7 @@ static void legacy_assist(struct vpmu_vcpu *vcpu, uint64_t ctrs, const struct pe
 	}
 
 	if (walk_read_cached(&vcpu->mem, p, ds + DS_PEBS_BASE, area, sizeof(area), flags,
-				      &vcpu->walk_cache) < 0) {
+			     &vcpu->walk_cache) < 0) {
 		vcpu->stats.walk_faults++;
 		vcpu->stats.pebs_skipped++;
 		return;
@@ -153,14 +154,14 @@ static void legacy_assist(struct vpmu_vcpu *vcpu, uint64_t ctrs, const struct pe
 	if (!size || index < area[0] || index > area[2] || area[2] - index < size) {
 		vcpu->stats.pebs_skipped++;
 	} else if (pebs_record_build(&cfg, s, record, sizeof(record)) != size ||
-		   walk_write_cached(&vcpu->mem, p, index, record, size, flags,
-				      &vcpu->walk_cache) < 0) {
+		   walk_write_cached(&vcpu->mem, p, index, record, size, flags, &vcpu->walk_cache) <
+			   0) {
 		vcpu->stats.walk_faults++;
 		vcpu->stats.pebs_skipped++;
 	} else {
 		index += size;
-		if (walk_write_cached(&vcpu->mem, p, ds + DS_PEBS_INDEX, &index, sizeof(index), flags,
-				      &vcpu->walk_cache) < 0) {
+		if (walk_write_cached(&vcpu->mem, p, ds + DS_PEBS_INDEX, &index, sizeof(index),
+				      flags, &vcpu->walk_cache) < 0) {
 			vcpu->stats.walk_faults++;
 		} else {
 			vcpu->stats.pebs_records++;
@@ -179,12 +180,13 @@ static void legacy_assist(struct vpmu_vcpu *vcpu, uint64_t ctrs, const struct pe
 
 	/* reload every applicable counter from its DS reset slot */
 	for (uint64_t m = ctrs; m; m &= m - 1) {
-		unsigned int ctr = (unsigned int)__builtin_ctzll(m);
-		uint64_t slot = ctr >= 32 ? DS_PEBS_FIXED_RESET(fmt, ctr - 32) : DS_PEBS_GP_RESET(ctr);
+		unsigned int ctr = (unsigned int) __builtin_ctzll(m);
+		uint64_t slot =
+			ctr >= 32 ? DS_PEBS_FIXED_RESET(fmt, ctr - 32) : DS_PEBS_GP_RESET(ctr);
 
 		vcpu->global_status &= ~BIT_ULL(ctr);
 		if (walk_read_cached(&vcpu->mem, p, ds + slot, &reset, sizeof(reset), flags,
-				      &vcpu->walk_cache) < 0) {
+				     &vcpu->walk_cache) < 0) {
 			vcpu->stats.walk_faults++;
 			continue;
 		}
@@ -266,7 +268,7 @@ void pebs_assist(struct vpmu_vcpu *vcpu)
 	paging = (struct walk_paging){ regs.cr0, regs.cr3, regs.cr4, regs.efer };
 	if (model_arch_pebs(&vcpu->model)) {
 		for (uint64_t m = ctrs; m; m &= m - 1)
-			arch_assist(vcpu, (unsigned int)__builtin_ctzll(m), &s);
+			arch_assist(vcpu, (unsigned int) __builtin_ctzll(m), &s);
 	} else {
 		legacy_assist(vcpu, ctrs, &s, &paging);
 	}

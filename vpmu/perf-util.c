@@ -18,16 +18,16 @@
 #include "perf-util.h"
 #include "pmu.h"
 
-#define READ_FORMAT (PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING)
-#define RING_PAGES	1	/* 64 samples of the largest kind between two polls */
-#define DEADLINE_GRACE_NS 2000000	/* a sample later than this past its time is overdue */
+#define READ_FORMAT	  (PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING)
+#define RING_PAGES	  1	  /* 64 samples of the largest kind between two polls */
+#define DEADLINE_GRACE_NS 2000000 /* a sample later than this past its time is overdue */
 
 /* ---- syscalls ----------------------------------------------------------- */
 
 static int sys_open(struct perf_event_attr *attr, pid_t pid, int cpu, int group_fd,
 		    unsigned long flags)
 {
-	return (int)syscall(SYS_perf_event_open, attr, pid, cpu, group_fd, flags);
+	return (int) syscall(SYS_perf_event_open, attr, pid, cpu, group_fd, flags);
 }
 
 static ssize_t sys_read(int fd, void *buf, size_t len)
@@ -90,12 +90,12 @@ static size_t page_size(void)
 	static size_t size;
 
 	if (!size)
-		size = (size_t)sysconf(_SC_PAGESIZE);
+		size = (size_t) sysconf(_SC_PAGESIZE);
 	return size;
 }
 
-int perf_open(struct perf_event_attr *attr, int signo, struct perf_ring *ring,
-	      unsigned int pages, int *ret_ring_err)
+int perf_open(struct perf_event_attr *attr, int signo, struct perf_ring *ring, unsigned int pages,
+	      int *ret_ring_err)
 {
 	int fd, r;
 
@@ -105,10 +105,10 @@ int perf_open(struct perf_event_attr *attr, int signo, struct perf_ring *ring,
 		return neg_errno();
 	if (signo >= 0) {
 		/* the overflow signal goes to this thread, the vCPU's, not the process */
-		struct f_owner_ex owner = { F_OWNER_TID, (pid_t)syscall(SYS_gettid) };
+		struct f_owner_ex owner = { F_OWNER_TID, (pid_t) syscall(SYS_gettid) };
 
-		if (perf_sys.fcntl(fd, F_SETOWN_EX, (unsigned long)&owner) < 0 ||
-		    (signo > 0 && perf_sys.fcntl(fd, F_SETSIG, (unsigned long)signo) < 0) ||
+		if (perf_sys.fcntl(fd, F_SETOWN_EX, (unsigned long) &owner) < 0 ||
+		    (signo > 0 && perf_sys.fcntl(fd, F_SETSIG, (unsigned long) signo) < 0) ||
 		    perf_sys.fcntl(fd, F_SETFL, O_ASYNC) < 0) {
 			r = neg_errno();
 			perf_sys.close(fd);
@@ -151,7 +151,7 @@ int perf_read_count(int fd, struct perf_count *ret)
 	if (n < 0)
 		return neg_errno();
 	/* a pinned event that could not be scheduled reads as end of file */
-	if (n != (ssize_t)sizeof(v))
+	if (n != (ssize_t) sizeof(v))
 		return -EBUSY;
 	ret->value = v[0];
 	ret->enabled = v[1];
@@ -161,24 +161,26 @@ int perf_read_count(int fd, struct perf_count *ret)
 
 int perf_set_period(int fd, uint64_t period)
 {
-	return perf_sys.ioctl(fd, PERF_EVENT_IOC_PERIOD, (unsigned long)&period) < 0 ? neg_errno() : 0;
+	return perf_sys.ioctl(fd, PERF_EVENT_IOC_PERIOD, (unsigned long) &period) < 0 ? neg_errno()
+										      : 0;
 }
 
 int perf_enable(int fd, bool on)
 {
-	return perf_sys.ioctl(fd, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0) < 0 ?
-	       neg_errno() : 0;
+	return perf_sys.ioctl(fd, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0) < 0
+		       ? neg_errno()
+		       : 0;
 }
 
 /* Copy `len` bytes at ring offset `at` (which may wrap) to `dst`. */
 static void ring_copy(const uint8_t *data, uint64_t size, uint64_t at, void *dst, size_t len)
 {
-	size_t off = (size_t)(at % size), first = len;
+	size_t off = (size_t) (at % size), first = len;
 
 	if (first > size - off)
 		first = size - off;
 	memcpy(dst, data + off, first);
-	memcpy((uint8_t *)dst + first, data, len - first);
+	memcpy((uint8_t *) dst + first, data, len - first);
 }
 
 /* The fields of a PERF_RECORD_SAMPLE, in the order perf_event.h lists them. */
@@ -186,14 +188,19 @@ static bool parse_sample(uint64_t type, const uint64_t *w, size_t nw, struct per
 {
 	size_t i = 0;
 
-#define TAKE(dst) do { if (i >= nw) return false; (dst) = w[i++]; } while (0)
+#define TAKE(dst)                                                                                  \
+	do {                                                                                       \
+		if (i >= nw)                                                                       \
+			return false;                                                              \
+		(dst) = w[i++];                                                                    \
+	} while (0)
 	uint64_t skip;
 
 	memset(ret, 0, sizeof(*ret));
-	if (type & ~(PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-		     PERF_SAMPLE_ADDR | PERF_SAMPLE_ID | PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_CPU |
-		     PERF_SAMPLE_PERIOD | PERF_SAMPLE_READ | PERF_SAMPLE_WEIGHT |
-		     PERF_SAMPLE_DATA_SRC))
+	if (type &
+	    ~(PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+	      PERF_SAMPLE_ADDR | PERF_SAMPLE_ID | PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_CPU |
+	      PERF_SAMPLE_PERIOD | PERF_SAMPLE_READ | PERF_SAMPLE_WEIGHT | PERF_SAMPLE_DATA_SRC))
 		return false;
 	if (type & PERF_SAMPLE_IDENTIFIER)
 		TAKE(skip);
@@ -224,7 +231,7 @@ static bool parse_sample(uint64_t type, const uint64_t *w, size_t nw, struct per
 	if (type & PERF_SAMPLE_DATA_SRC)
 		TAKE(ret->data_src);
 #undef TAKE
-	(void)skip;
+	(void) skip;
 	return true;
 }
 
@@ -245,7 +252,7 @@ enum perf_rec perf_ring_next(struct perf_ring *ring, struct perf_sample *ret)
 
 	if (!pg)
 		return PERF_REC_NONE;
-	data = (const uint8_t *)pg + (pg->data_offset ? pg->data_offset : page_size());
+	data = (const uint8_t *) pg + (pg->data_offset ? pg->data_offset : page_size());
 	/* data_head is written by the kernel: read it before the records (acquire) */
 	head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE);
 	tail = pg->data_tail;
@@ -289,21 +296,21 @@ static int64_t mono_ns(void)
 
 	/* the vDSO: no syscall */
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* Guest events in host count h (exact integer math, never drifts). */
 static uint64_t g_of(const struct host_ctr *c, uint64_t h)
 {
-	return (uint64_t)((unsigned __int128)h * c->mul / c->div);
+	return (uint64_t) ((unsigned __int128) h * c->mul / c->div);
 }
 
 /* The smallest host count holding g guest events. */
 static uint64_t h_of(const struct host_ctr *c, uint64_t g)
 {
-	unsigned __int128 h = ((unsigned __int128)g * c->div + c->mul - 1) / c->mul;
+	unsigned __int128 h = ((unsigned __int128) g * c->div + c->mul - 1) / c->mul;
 
-	return h > UINT64_MAX ? UINT64_MAX : (uint64_t)h;
+	return h > UINT64_MAX ? UINT64_MAX : (uint64_t) h;
 }
 
 static uint64_t sat_add(uint64_t a, uint64_t b)
@@ -324,17 +331,28 @@ static unsigned int ctr_index(unsigned int ctr)
 static const char *errno_name(int err)
 {
 	switch (-err) {
-	case EMFILE:	return "EMFILE: too many open files, raise RLIMIT_NOFILE";
-	case ENFILE:	return "ENFILE: the system's file table is full";
-	case ENOENT:	return "ENOENT: the host has no such event";
-	case EOPNOTSUPP: return "EOPNOTSUPP: the host PMU cannot do this";
-	case EACCES:	return "EACCES: not allowed, see kernel.perf_event_paranoid";
-	case EPERM:	return "EPERM: not allowed, see kernel.perf_event_paranoid";
-	case EBUSY:	return "EBUSY: the host PMU is taken";
-	case ENODEV:	return "ENODEV: no such PMU";
-	case EINVAL:	return "EINVAL: the host refused the attributes";
-	case ENOMEM:	return "ENOMEM";
-	case ENOSYS:	return "ENOSYS: no perf_event_open in this kernel";
+	case EMFILE:
+		return "EMFILE: too many open files, raise RLIMIT_NOFILE";
+	case ENFILE:
+		return "ENFILE: the system's file table is full";
+	case ENOENT:
+		return "ENOENT: the host has no such event";
+	case EOPNOTSUPP:
+		return "EOPNOTSUPP: the host PMU cannot do this";
+	case EACCES:
+		return "EACCES: not allowed, see kernel.perf_event_paranoid";
+	case EPERM:
+		return "EPERM: not allowed, see kernel.perf_event_paranoid";
+	case EBUSY:
+		return "EBUSY: the host PMU is taken";
+	case ENODEV:
+		return "ENODEV: no such PMU";
+	case EINVAL:
+		return "EINVAL: the host refused the attributes";
+	case ENOMEM:
+		return "ENOMEM";
+	case ENOSYS:
+		return "ENOSYS: no perf_event_open in this kernel";
 	}
 	return NULL;
 }
@@ -364,9 +382,9 @@ static void set_deadline(struct host_ctr *c)
 		return;
 	/* ns of this thread's CPU time never come faster than ns of wall time */
 	left = c->next > c->seen ? c->next - c->seen : 0;
-	c->deadline = mono_ns() + (int64_t)(left > INT64_MAX / 2 ? INT64_MAX / 2 : left) +
-		      DEADLINE_GRACE_NS + (int64_t)(c->period / 4 > INT64_MAX / 4 ? INT64_MAX / 4 :
-						    c->period / 4);
+	c->deadline = mono_ns() + (int64_t) (left > INT64_MAX / 2 ? INT64_MAX / 2 : left) +
+		      DEADLINE_GRACE_NS +
+		      (int64_t) (c->period / 4 > INT64_MAX / 4 ? INT64_MAX / 4 : c->period / 4);
 }
 
 static void observe(struct host_ctr *c, const struct perf_count *n)
@@ -496,7 +514,7 @@ void hc_init(struct hc_set *s, struct vpmu_vcpu *vcpu, int signo)
 void hc_fini(struct hc_set *s)
 {
 	while (s->open)
-		release(s, (unsigned int)__builtin_ctzll(s->open));
+		release(s, (unsigned int) __builtin_ctzll(s->open));
 }
 
 static int create(struct hc_set *s, unsigned int ctr, const struct vpmu_hw_want *w,
@@ -536,9 +554,11 @@ static int create(struct hc_set *s, unsigned int ctr, const struct vpmu_hw_want 
 	c->ring_err = ring_err;
 	c->warned = 0;
 	if (ring_err)
-		vpmu_logf(s->vcpu, VPMU_LOG_WARNING, "%s backend: counter %s%u: no ring buffer for "
+		vpmu_logf(s->vcpu, VPMU_LOG_WARNING,
+			  "%s backend: counter %s%u: no ring buffer for "
 			  "overflow samples (%s): each poll reads the count instead",
-			  s->vcpu->backend->name, ctr_kind(ctr), ctr_index(ctr), strerror(-ring_err));
+			  s->vcpu->backend->name, ctr_kind(ctr), ctr_index(ctr),
+			  strerror(-ring_err));
 	s->open |= BIT_ULL(ctr);
 	set_deadline(c);
 	return 0;
@@ -657,7 +677,7 @@ uint64_t hc_poll(struct hc_set *s)
 	int64_t now = 0;
 
 	while (open) {
-		unsigned int ctr = (unsigned int)__builtin_ctzll(open);
+		unsigned int ctr = (unsigned int) __builtin_ctzll(open);
 		struct host_ctr *c = &s->ctr[ctr];
 		/* a guest write waits to be applied: its old arming no longer holds */
 		bool rewritten = counter_hw(vcpu, ctr)->discard;
@@ -687,7 +707,8 @@ uint64_t hc_poll(struct hc_set *s)
 				c->next = sat_add(c->seen, c->period);
 			}
 			if (c->armed && matched && !rewritten && !wrapped) {
-				/* the guest's overflow: it wraps here, even if the host was a bit early */
+				/* the guest's overflow: it wraps here, even if the host was a bit
+				 * early */
 				if (c->vpos < c->wrap)
 					c->vpos = c->wrap;
 				c->grid_wrap = point;

@@ -48,7 +48,7 @@ struct perf_sys {
 	ssize_t (*read)(int fd, void *buf, size_t len);
 	int (*ioctl)(int fd, unsigned long request, unsigned long arg);
 	int (*fcntl)(int fd, int cmd, unsigned long arg);
-	void *(*mmap)(size_t len, int fd);	/* shared, read-write; MAP_FAILED on failure */
+	void *(*mmap)(size_t len, int fd); /* shared, read-write; MAP_FAILED on failure */
 	int (*munmap)(void *addr, size_t len);
 	int (*close)(int fd);
 };
@@ -59,28 +59,28 @@ extern const struct perf_sys perf_sys_real;
 /* A count as read(2) returns it with TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING. */
 struct perf_count {
 	uint64_t value;
-	uint64_t enabled;	/* ns the event was enabled */
-	uint64_t running;	/* ns it was on a counter: less when multiplexed */
+	uint64_t enabled; /* ns the event was enabled */
+	uint64_t running; /* ns it was on a counter: less when multiplexed */
 };
 
 /* One overflow sample, as far as the sample type carries it. */
 struct perf_sample {
 	uint64_t ip, addr, weight, data_src;
-	struct perf_count count;	/* PERF_SAMPLE_READ */
+	struct perf_count count; /* PERF_SAMPLE_READ */
 };
 
 /* The ring buffer of one event: one metadata page and 2^n data pages. */
 struct perf_ring {
-	void *base;		/* NULL: none */
-	size_t len;		/* mapped bytes */
+	void *base; /* NULL: none */
+	size_t len; /* mapped bytes */
 	uint64_t data_size;
 	uint64_t sample_type;
 };
 
 enum perf_rec {
-	PERF_REC_NONE,		/* no more records */
+	PERF_REC_NONE, /* no more records */
 	PERF_REC_SAMPLE,
-	PERF_REC_LOST,		/* samples lost, throttled, or a record this parser cannot read */
+	PERF_REC_LOST, /* samples lost, throttled, or a record this parser cannot read */
 };
 
 /*
@@ -92,8 +92,8 @@ enum perf_rec {
  * returned in *ret_ring_err and the event stays open without a ring.
  * Returns the fd or -errno.
  */
-int perf_open(struct perf_event_attr *attr, int signo, struct perf_ring *ring,
-	      unsigned int pages, int *ret_ring_err);
+int perf_open(struct perf_event_attr *attr, int signo, struct perf_ring *ring, unsigned int pages,
+	      int *ret_ring_err);
 void perf_close(int fd, struct perf_ring *ring);
 int perf_read_count(int fd, struct perf_count *ret);
 int perf_set_period(int fd, uint64_t period);
@@ -108,38 +108,38 @@ bool perf_ring_pending(const struct perf_ring *ring);
 
 /* How a backend counts one guest event on the host. */
 struct hc_params {
-	struct perf_event_attr attr;	/* type, config*, exclude_*; the engine adds the rest */
-	uint64_t mul, div;		/* guest events = host count * mul / div */
-	uint64_t min_period;		/* shortest host period that overflows on time */
-	uint64_t sample_type;		/* extra PERF_SAMPLE_* for the guest sample (IP, ADDR...) */
-	bool wall_bound;		/* host units are ns of this thread's CPU time */
-	const char *what;		/* for log lines: "task-clock", "raw 0x3c" ... */
+	struct perf_event_attr attr; /* type, config*, exclude_*; the engine adds the rest */
+	uint64_t mul, div;	     /* guest events = host count * mul / div */
+	uint64_t min_period;	     /* shortest host period that overflows on time */
+	uint64_t sample_type;	     /* extra PERF_SAMPLE_* for the guest sample (IP, ADDR...) */
+	bool wall_bound;	     /* host units are ns of this thread's CPU time */
+	const char *what;	     /* for log lines: "task-clock", "raw 0x3c" ... */
 };
 
 struct host_ctr {
-	int fd;				/* -1: no host event */
+	int fd; /* -1: no host event */
 	struct perf_ring ring;
-	struct vpmu_host_event ev;	/* what it counts */
+	struct vpmu_host_event ev; /* what it counts */
 	uint64_t mul, div, min_period;
 	bool wall_bound;
 	bool host_enabled;
-	bool armed;			/* the overflow at `next` is the guest's */
-	bool reload_ok;			/* a guest overflow was just taken: a reload keeps the grid */
-	bool read_since;		/* ... and the guest read the counter since */
-	bool frozen_exact;		/* disabled on the host and read since: `seen` is now */
-	uint64_t period;		/* host sample period now */
-	uint64_t next;			/* host count at the next host overflow (the grid) */
-	uint64_t wrap;			/* host count where the guest counter wraps */
-	uint64_t grid_wrap;		/* the grid point of the last guest overflow */
-	uint64_t seen;			/* latest host count observed */
-	uint64_t vpos;			/* position counted to the guest (>= seen after an early overflow) */
-	uint64_t rep;			/* position already reported to the core */
-	uint64_t remaining;		/* guest events from `rep` to the wrap */
-	int64_t deadline;		/* CLOCK_MONOTONIC ns: a sample is overdue (wall_bound) */
-	struct perf_count last;		/* latest count read or sampled */
-	int ring_err;			/* no ring buffer: why */
-	int read_err;			/* the last read() failed: why (-EBUSY: not scheduled) */
-	int warned;			/* errno last logged for this counter */
+	bool armed;	    /* the overflow at `next` is the guest's */
+	bool reload_ok;	    /* a guest overflow was just taken: a reload keeps the grid */
+	bool read_since;    /* ... and the guest read the counter since */
+	bool frozen_exact;  /* disabled on the host and read since: `seen` is now */
+	uint64_t period;    /* host sample period now */
+	uint64_t next;	    /* host count at the next host overflow (the grid) */
+	uint64_t wrap;	    /* host count where the guest counter wraps */
+	uint64_t grid_wrap; /* the grid point of the last guest overflow */
+	uint64_t seen;	    /* latest host count observed */
+	uint64_t vpos;	    /* position counted to the guest (>= seen after an early overflow) */
+	uint64_t rep;	    /* position already reported to the core */
+	uint64_t remaining; /* guest events from `rep` to the wrap */
+	int64_t deadline;   /* CLOCK_MONOTONIC ns: a sample is overdue (wall_bound) */
+	struct perf_count last; /* latest count read or sampled */
+	int ring_err;		/* no ring buffer: why */
+	int read_err;		/* the last read() failed: why (-EBUSY: not scheduled) */
+	int warned;		/* errno last logged for this counter */
 	uint64_t samples, lost, spurious, rearms;
 };
 
@@ -148,8 +148,8 @@ struct hc_set {
 	struct vpmu_vcpu *vcpu;
 	int signo;
 	unsigned int ring_pages;
-	struct host_ctr ctr[64];	/* GLOBAL_CTRL numbering */
-	uint64_t open;			/* counters with a host event */
+	struct host_ctr ctr[64]; /* GLOBAL_CTRL numbering */
+	uint64_t open;		 /* counters with a host event */
 };
 
 void hc_init(struct hc_set *s, struct vpmu_vcpu *vcpu, int signo);

@@ -14,41 +14,41 @@
 
 /* Host side of one guest counter. */
 struct vpmu_hw {
-	struct vpmu_host_event ev;	/* as last given to the backend */
+	struct vpmu_host_event ev; /* as last given to the backend */
 	bool enabled;
-	bool discard;			/* guest rewrote the value since the last fold */
+	bool discard; /* guest rewrote the value since the last fold */
 	bool backed;
-	int error;			/* last update's error, if unbacked */
-	bool filtered;			/* programmed, but the event filter denies it */
+	int error;     /* last update's error, if unbacked */
+	bool filtered; /* programmed, but the event filter denies it */
 	uint64_t overflows, creates, updates;
 };
 
 struct vpmu_gp {
 	uint64_t evtsel;
-	uint64_t value;		/* counter value, masked to the GP width */
-	uint64_t cfg_c;		/* arch PEBS IA32_PMC_GPn_CFG_C */
+	uint64_t value; /* counter value, masked to the GP width */
+	uint64_t cfg_c; /* arch PEBS IA32_PMC_GPn_CFG_C */
 	struct vpmu_hw hw;
 };
 
 struct vpmu_fixed {
 	uint64_t value;
-	uint64_t cfg_c;		/* arch PEBS IA32_PMC_FXn_CFG_C */
+	uint64_t cfg_c; /* arch PEBS IA32_PMC_FXn_CFG_C */
 	struct vpmu_hw hw;
 };
 
 /* Seqlock-published copy of struct vpmu_stats, read word by word. */
 struct vpmu_stats_pub {
-	unsigned int seq;	/* odd while the vCPU thread writes */
+	unsigned int seq; /* odd while the vCPU thread writes */
 	uint64_t words[sizeof(struct vpmu_stats) / 8];
 };
 
-#define VPMU_MSR_KINDS 32
-#define VPMU_MSR_LUT_END 0x1a00	/* past the highest PMU MSR vpmu models */
+#define VPMU_MSR_KINDS	 32
+#define VPMU_MSR_LUT_END 0x1a00 /* past the highest PMU MSR vpmu models */
 
 struct vpmu_vcpu {
-	struct vpmu_model model;	/* narrowed copy */
+	struct vpmu_model model; /* narrowed copy */
 	struct vpmu_masks mask;
-	uint8_t msr_count[VPMU_MSR_KINDS]; /* registers of each MSR kind */
+	uint8_t msr_count[VPMU_MSR_KINDS];  /* registers of each MSR kind */
 	uint16_t msr_lut[VPMU_MSR_LUT_END]; /* MSR -> kind/index, see msr.c */
 
 	vpmu_log_fn log;
@@ -78,16 +78,16 @@ struct vpmu_vcpu {
 
 	/* counting */
 	const struct vpmu_backend_ops *backend;
-	int signo;			/* host backends' overflow signal (vpmu_config.signo) */
-	const struct vpmu_filter *filter;	/* NULL: the default policy (filter.c) */
+	int signo;			  /* host backends' overflow signal (vpmu_config.signo) */
+	const struct vpmu_filter *filter; /* NULL: the default policy (filter.c) */
 	void *backend_state;
-	uint64_t dirty;			/* counters to update at the next sync */
-	uint64_t unavailable_events;	/* CPUID.0AH:EBX */
-	bool pmi_due;			/* an overflow with INT/PMI is pending */
-	uint64_t pebs_pending;		/* PEBS counters whose overflow awaits its record */
-	uint64_t last_ip;		/* the last fed instruction: PEBS EventingIP */
+	uint64_t dirty;		     /* counters to update at the next sync */
+	uint64_t unavailable_events; /* CPUID.0AH:EBX */
+	bool pmi_due;		     /* an overflow with INT/PMI is pending */
+	uint64_t pebs_pending;	     /* PEBS counters whose overflow awaits its record */
+	uint64_t last_ip;	     /* the last fed instruction: PEBS EventingIP */
 	uint64_t last_dla;
-	uint64_t last_latency;		/* its modelled cycles: timed PEBS */
+	uint64_t last_latency; /* its modelled cycles: timed PEBS */
 	vpmu_pmi_fn pmi;
 	void *pmi_data;
 	vpmu_regs_fn regs;

@@ -15,13 +15,13 @@ int vpmu_rdpmc(struct vpmu_vcpu *vcpu, uint32_t ecx, uint64_t *ret_value)
 int vpmu_rdpmc_peek(struct vpmu_vcpu *vcpu, uint32_t ecx, uint64_t *ret_value)
 {
 	const struct vpmu_model *m = &vcpu->model;
-	uint32_t idx = ecx & ~(uint32_t)(RDPMC_FIXED | RDPMC_FAST | RDPMC_METRICS);
+	uint32_t idx = ecx & ~(uint32_t) (RDPMC_FIXED | RDPMC_FAST | RDPMC_METRICS);
 	/* Fast reads (ECX[31]) are a P6/NetBurst feature: #GP here. */
 	if (ecx & RDPMC_FAST)
 		return -EINVAL;
 	if (ecx & RDPMC_METRICS) {
 		/* ECX = 1 << 29 reads PERF_METRICS where it exists. */
-		if (!model_has_metrics(m) || (ecx & ~(uint32_t)RDPMC_METRICS))
+		if (!model_has_metrics(m) || (ecx & ~(uint32_t) RDPMC_METRICS))
 			return -EINVAL;
 		*ret_value = vcpu->perf_metrics;
 		return 0;

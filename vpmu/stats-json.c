@@ -20,7 +20,7 @@
 struct out {
 	char *buf;
 	size_t size;
-	size_t len;		/* bytes the whole document needs, NUL excluded */
+	size_t len; /* bytes the whole document needs, NUL excluded */
 };
 
 static VPMU_PRINTF(2, 3) void put(struct out *o, const char *fmt, ...)
@@ -33,7 +33,7 @@ static VPMU_PRINTF(2, 3) void put(struct out *o, const char *fmt, ...)
 	n = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
 	va_end(ap);
 	if (n > 0)
-		o->len += (size_t)n;
+		o->len += (size_t) n;
 }
 
 /* A JSON string from at most `max` bytes of `s` (fixed-size, maybe unterminated fields). */
@@ -43,12 +43,12 @@ static void put_str(struct out *o, const char *s, size_t max)
 
 	put(o, "\"");
 	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
+		unsigned char c = (unsigned char) s[i];
 
 		if (c == '"' || c == '\\')
 			put(o, "\\%c", c);
 		else if (c < 0x20 || c >= 0x7f)
-			put(o, "\\u%04x", c);	/* bytes, not UTF-8: keep the output valid */
+			put(o, "\\u%04x", c); /* bytes, not UTF-8: keep the output valid */
 		else
 			put(o, "%c", c);
 	}
@@ -94,25 +94,24 @@ static void put_counter(struct out *o, const struct vpmu_event_table *t, unsigne
 		uint32_t bit;
 		const char *name;
 	} flags[] = {
-		{ VPMU_CTR_IMPLEMENTED, "implemented" },
-		{ VPMU_CTR_PROGRAMMED, "programmed" },
-		{ VPMU_CTR_RUNNING, "running" },
-		{ VPMU_CTR_BACKED, "backed" },
-		{ VPMU_CTR_UNBACKED, "unbacked" },
-		{ VPMU_CTR_FILTERED, "filtered" },
+		{ VPMU_CTR_IMPLEMENTED, "implemented" }, { VPMU_CTR_PROGRAMMED, "programmed" },
+		{ VPMU_CTR_RUNNING, "running" },	 { VPMU_CTR_BACKED, "backed" },
+		{ VPMU_CTR_UNBACKED, "unbacked" },	 { VPMU_CTR_FILTERED, "filtered" },
 		{ VPMU_CTR_DEGRADED, "degraded" },
 	};
 	const char *name = event_name(t, slot, c);
 	bool first = true;
 
-	put(o, "{\"slot\":%u,\"kind\":\"%s\",\"index\":%u,\"config\":%" PRIu64 ",\"event\":",
-	    slot, slot >= 8 ? "fixed" : "gp", slot >= 8 ? slot - 8 : slot, c->config);
+	put(o, "{\"slot\":%u,\"kind\":\"%s\",\"index\":%u,\"config\":%" PRIu64 ",\"event\":", slot,
+	    slot >= 8 ? "fixed" : "gp", slot >= 8 ? slot - 8 : slot, c->config);
 	if (name)
 		put_str(o, name, 256);
 	else
 		put(o, "null");
-	put(o, ",\"count\":%" PRIu64 ",\"time_enabled\":%" PRIu64 ",\"time_running\":%" PRIu64
-	    ",\"overflows\":%" PRIu64 ",\"creates\":%" PRIu64 ",\"updates\":%" PRIu64 ",\"flags\":[",
+	put(o,
+	    ",\"count\":%" PRIu64 ",\"time_enabled\":%" PRIu64 ",\"time_running\":%" PRIu64
+	    ",\"overflows\":%" PRIu64 ",\"creates\":%" PRIu64 ",\"updates\":%" PRIu64
+	    ",\"flags\":[",
 	    c->count, c->time_enabled, c->time_running, c->overflows, c->creates, c->updates);
 	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
 		if (!(c->flags & flags[i].bit))
@@ -121,8 +120,10 @@ static void put_counter(struct out *o, const struct vpmu_event_table *t, unsigne
 		first = false;
 	}
 	put(o, "],\"state\":\"%s\",\"error\":%" PRId32 "}",
-	    c->flags & VPMU_CTR_BACKED ? "backed" : c->flags & VPMU_CTR_UNBACKED ? "unbacked" :
-	    c->flags & VPMU_CTR_FILTERED ? "filtered" : "idle",
+	    c->flags & VPMU_CTR_BACKED	   ? "backed"
+	    : c->flags & VPMU_CTR_UNBACKED ? "unbacked"
+	    : c->flags & VPMU_CTR_FILTERED ? "filtered"
+					   : "idle",
 	    c->error);
 }
 

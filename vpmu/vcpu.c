@@ -11,8 +11,8 @@
 #include "pmu.h"
 
 VPMU_PRINTF(5, 0)
-static void log_va(vpmu_log_fn fn, void *data, enum vpmu_log_level max,
-		   enum vpmu_log_level level, const char *fmt, va_list ap)
+static void log_va(vpmu_log_fn fn, void *data, enum vpmu_log_level max, enum vpmu_log_level level,
+		   const char *fmt, va_list ap)
 {
 	char buf[256];
 
@@ -87,7 +87,7 @@ int vpmu_vcpu_new(const struct vpmu_config *cfg, struct vpmu_vcpu **ret_vcpu)
 			free(vcpu);
 			return -EINVAL;
 		}
-		vcpu->model.linear_bits = (uint8_t)cfg->linear_bits;
+		vcpu->model.linear_bits = (uint8_t) cfg->linear_bits;
 	}
 	model_derive(&vcpu->model, &vcpu->mask);
 	msr_counts_init(vcpu);
@@ -119,13 +119,14 @@ int vpmu_vcpu_new(const struct vpmu_config *cfg, struct vpmu_vcpu **ret_vcpu)
 		vcpu->backend = &vpmu_backend_perf;
 		break;
 	default:
-		cfg_logf(cfg, VPMU_LOG_ERR, "unknown host-counter backend %d", (int)cfg->backend);
+		cfg_logf(cfg, VPMU_LOG_ERR, "unknown host-counter backend %d", (int) cfg->backend);
 		free(vcpu);
 		return -EINVAL;
 	}
 	r = vcpu->backend->init(vcpu, &vcpu->backend_state);
 	if (r < 0) {
-		cfg_logf(cfg, VPMU_LOG_ERR, "backend %s: cannot start (%d)", vcpu->backend->name, r);
+		cfg_logf(cfg, VPMU_LOG_ERR, "backend %s: cannot start (%d)", vcpu->backend->name,
+			 r);
 		free(vcpu);
 		return r;
 	}

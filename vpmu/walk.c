@@ -33,52 +33,51 @@
 #error "paging entries are read as host integers: little-endian hosts only"
 #endif
 
-#define WALK_MAXPHYADDR		52
+#define WALK_MAXPHYADDR 52
 /* 32-bit paging: min(MAXPHYADDR, 40) physical bits (SDM 4.3) */
-#define PSE36_MAXPHYADDR	40
+#define PSE36_MAXPHYADDR 40
 /* the address field of an 8-byte entry ends at bit 51 whatever MAXPHYADDR is */
-#define ADDR_FIELD_END		52
+#define ADDR_FIELD_END 52
 static_assert(WALK_MAXPHYADDR >= PSE36_MAXPHYADDR && WALK_MAXPHYADDR <= ADDR_FIELD_END,
 	      "the masks below assume 40 <= MAXPHYADDR <= 52");
 
 /* SDM Vol. 3A 2.5: control registers; Vol. 4 Table 2-2: IA32_EFER */
-#define X86_CR0_WP		BIT_ULL(16)
-#define X86_CR0_PG		BIT_ULL(31)
-#define X86_CR4_PSE		BIT_ULL(4)
-#define X86_CR4_PAE		BIT_ULL(5)
-#define X86_CR4_LA57		BIT_ULL(12)
-#define X86_CR4_SMAP		BIT_ULL(21)
-#define EFER_LMA		BIT_ULL(10)
-#define EFER_NXE		BIT_ULL(11)
+#define X86_CR0_WP   BIT_ULL(16)
+#define X86_CR0_PG   BIT_ULL(31)
+#define X86_CR4_PSE  BIT_ULL(4)
+#define X86_CR4_PAE  BIT_ULL(5)
+#define X86_CR4_LA57 BIT_ULL(12)
+#define X86_CR4_SMAP BIT_ULL(21)
+#define EFER_LMA     BIT_ULL(10)
+#define EFER_NXE     BIT_ULL(11)
 
 /* SDM Vol. 3A 4.3-4.5, Tables 4-4 to 4-20: paging-structure entries */
-#define PTE_P			BIT_ULL(0)
-#define PTE_RW			BIT_ULL(1)
-#define PTE_US			BIT_ULL(2)
-#define PTE_A			BIT_ULL(5)
-#define PTE_D			BIT_ULL(6)
-#define PTE_PS			BIT_ULL(7)
-#define PTE_XD			BIT_ULL(63)
+#define PTE_P  BIT_ULL(0)
+#define PTE_RW BIT_ULL(1)
+#define PTE_US BIT_ULL(2)
+#define PTE_A  BIT_ULL(5)
+#define PTE_D  BIT_ULL(6)
+#define PTE_PS BIT_ULL(7)
+#define PTE_XD BIT_ULL(63)
 
 /* Table 4-8: PAE PDPTE bits 2:1 and 8:5 are reserved (no R/W, U/S, A) */
-#define PAE_PDPTE_RSVD		(GENMASK_ULL(2, 1) | GENMASK_ULL(8, 5))
+#define PAE_PDPTE_RSVD (GENMASK_ULL(2, 1) | GENMASK_ULL(8, 5))
 /* Tables 4-6 and 4-9: a large page's PAT is bit 12, the bits above up to
  * the page alignment are reserved. */
-#define PSE36_PDE_RSVD		GENMASK_ULL(21, 21)
-#define PDE_2M_RSVD		GENMASK_ULL(20, 13)
-#define PDPTE_1G_RSVD		GENMASK_ULL(29, 13)
+#define PSE36_PDE_RSVD GENMASK_ULL(21, 21)
+#define PDE_2M_RSVD    GENMASK_ULL(20, 13)
+#define PDPTE_1G_RSVD  GENMASK_ULL(29, 13)
 
-#define PAGE_SHIFT		12
-#define PAGE_SIZE		BIT_ULL(PAGE_SHIFT)
-
+#define PAGE_SHIFT 12
+#define PAGE_SIZE  BIT_ULL(PAGE_SHIFT)
 
 /* The entries a walk used, so A/D can be set once it has succeeded. */
-#define WALK_MAX_LEVELS		5
+#define WALK_MAX_LEVELS 5
 
 struct walk_trace {
-	void *entry[WALK_MAX_LEVELS];	/* only entries that have an A bit */
-	unsigned int nr;		/* the last one maps the page */
-	unsigned int size;		/* 4 (32-bit paging) or 8 */
+	void *entry[WALK_MAX_LEVELS]; /* only entries that have an A bit */
+	unsigned int nr;	      /* the last one maps the page */
+	unsigned int size;	      /* 4 (32-bit paging) or 8 */
 };
 
 void *guest_mem_ptr(const struct guest_mem *mem, uint64_t gpa, uint64_t len)
@@ -113,7 +112,7 @@ void *guest_mem_ptr(const struct guest_mem *mem, uint64_t gpa, uint64_t len)
 
 static bool aligned(const void *ptr, unsigned int size)
 {
-	return ((uintptr_t)ptr & (size - 1)) == 0;
+	return ((uintptr_t) ptr & (size - 1)) == 0;
 }
 
 /*
@@ -132,13 +131,13 @@ static int read_entry(const struct guest_mem *mem, uint64_t gpa, unsigned int si
 		uint32_t v32;
 
 		if (aligned(ptr, 4))
-			v32 = __atomic_load_n((uint32_t *)ptr, __ATOMIC_RELAXED);
+			v32 = __atomic_load_n((uint32_t *) ptr, __ATOMIC_RELAXED);
 		else
 			memcpy(&v32, ptr, 4);
 		v = v32;
 	} else {
 		if (aligned(ptr, 8))
-			v = __atomic_load_n((uint64_t *)ptr, __ATOMIC_RELAXED);
+			v = __atomic_load_n((uint64_t *) ptr, __ATOMIC_RELAXED);
 		else
 			memcpy(&v, ptr, 8);
 	}
@@ -157,17 +156,17 @@ static void set_bits(void *ptr, unsigned int size, uint64_t bits)
 		uint32_t v;
 
 		if (aligned(ptr, 4)) {
-			__atomic_fetch_or((uint32_t *)ptr, (uint32_t)bits, __ATOMIC_SEQ_CST);
+			__atomic_fetch_or((uint32_t *) ptr, (uint32_t) bits, __ATOMIC_SEQ_CST);
 			return;
 		}
 		memcpy(&v, ptr, 4);
-		v |= (uint32_t)bits;
+		v |= (uint32_t) bits;
 		memcpy(ptr, &v, 4);
 	} else {
 		uint64_t v;
 
 		if (aligned(ptr, 8)) {
-			__atomic_fetch_or((uint64_t *)ptr, bits, __ATOMIC_SEQ_CST);
+			__atomic_fetch_or((uint64_t *) ptr, bits, __ATOMIC_SEQ_CST);
 			return;
 		}
 		memcpy(&v, ptr, 8);
@@ -413,12 +412,12 @@ struct piece {
 	uint8_t *hva;
 	size_t len;
 	uint64_t gla;
-	uint64_t gpa;		/* walked pieces: the translation of gla */
-	bool walked;		/* a full walk (not a cache hit): may fill the cache */
+	uint64_t gpa; /* walked pieces: the translation of gla */
+	bool walked;  /* a full walk (not a cache hit): may fill the cache */
 	struct walk_trace trace;
 };
 
-#define PIECES_ON_STACK		8
+#define PIECES_ON_STACK 8
 
 /*
  * Translate and bounds-check every piece of [gla, gla + len) before the
@@ -434,13 +433,13 @@ static uint64_t load_entry(const void *ptr, unsigned int size)
 		uint32_t v32;
 
 		if (aligned(ptr, 4))
-			v32 = __atomic_load_n((const uint32_t *)ptr, __ATOMIC_RELAXED);
+			v32 = __atomic_load_n((const uint32_t *) ptr, __ATOMIC_RELAXED);
 		else
 			memcpy(&v32, ptr, 4);
 		return v32;
 	}
 	if (aligned(ptr, 8))
-		return __atomic_load_n((const uint64_t *)ptr, __ATOMIC_RELAXED);
+		return __atomic_load_n((const uint64_t *) ptr, __ATOMIC_RELAXED);
 	memcpy(&v, ptr, 8);
 	return v;
 }
@@ -450,7 +449,6 @@ static bool cacheable(const struct walk_paging *p)
 	/* every level of these walks is traced (has an A bit) */
 	return (p->cr0 & X86_CR0_PG) && ((p->efer & EFER_LMA) || !(p->cr4 & X86_CR4_PAE));
 }
-
 
 /* After a full walk (and its A/D update): remember the entries as they are now. */
 static void cache_fill(struct walk_cache *c, const struct guest_mem *mem,
@@ -464,7 +462,7 @@ static void cache_fill(struct walk_cache *c, const struct guest_mem *mem,
 		walk_cache_reset(c);
 		c->p = *p;
 	}
-	l->tag = 0;	/* empty until filled */
+	l->tag = 0; /* empty until filled */
 	if (!page || !cacheable(p) || !pc->trace.nr || pc->trace.nr > WALK_CACHE_LEVELS)
 		return;
 	l->hva = page;
@@ -472,7 +470,7 @@ static void cache_fill(struct walk_cache *c, const struct guest_mem *mem,
 	l->size = pc->trace.size;
 	for (unsigned int i = 0; i < l->nr; i++) {
 		if (!aligned(pc->trace.entry[i], l->size))
-			return;		/* misaligned tables: always walk */
+			return; /* misaligned tables: always walk */
 		l->entry[i] = pc->trace.entry[i];
 		l->value[i] = load_entry(l->entry[i], l->size);
 	}
@@ -483,14 +481,15 @@ static void cache_fill(struct walk_cache *c, const struct guest_mem *mem,
  * Copy without walking when every page of [gla, gla + len) (at most two)
  * hits the cache; false, and nothing copied, otherwise.
  */
-static inline __attribute__((always_inline)) bool
-cached_copy(struct walk_cache *c, const struct walk_paging *p, uint64_t gla, void *buf, size_t len,
-	    unsigned int flags)
+static inline __attribute__((always_inline)) bool cached_copy(struct walk_cache *c,
+							      const struct walk_paging *p,
+							      uint64_t gla, void *buf, size_t len,
+							      unsigned int flags)
 {
 	size_t first = PAGE_SIZE - (gla & (PAGE_SIZE - 1));
 	uint8_t *hva0, *hva1 = NULL;
 
-	if ((flags & ~WALK_ALL_FLAGS) || (uint64_t)len - 1 > UINT64_MAX - gla ||
+	if ((flags & ~WALK_ALL_FLAGS) || (uint64_t) len - 1 > UINT64_MAX - gla ||
 	    len > first + PAGE_SIZE || !walk_same_paging(&c->p, p))
 		return false;
 	hva0 = walk_cache_lookup(c, gla, flags);
@@ -507,11 +506,11 @@ cached_copy(struct walk_cache *c, const struct walk_paging *p, uint64_t gla, voi
 	if (flags & WALK_WRITE) {
 		memmove(hva0, buf, first);
 		if (hva1)
-			memmove(hva1, (uint8_t *)buf + first, len - first);
+			memmove(hva1, (uint8_t *) buf + first, len - first);
 	} else {
 		memmove(buf, hva0, first);
 		if (hva1)
-			memmove((uint8_t *)buf + first, hva1, len - first);
+			memmove((uint8_t *) buf + first, hva1, len - first);
 	}
 	return true;
 }
@@ -519,7 +518,7 @@ cached_copy(struct walk_cache *c, const struct walk_paging *p, uint64_t gla, voi
 void walk_cache_reset(struct walk_cache *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->p.cr0 = ~0ull;	/* no guest's CR0: the next lookup misses */
+	c->p.cr0 = ~0ull; /* no guest's CR0: the next lookup misses */
 }
 
 static int copy_plan(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla,
@@ -530,7 +529,7 @@ static int copy_plan(const struct guest_mem *mem, const struct walk_paging *p, u
 	size_t nr = 0, cap = PIECES_ON_STACK;
 	int r;
 
-	if ((uint64_t)len - 1 > UINT64_MAX - gla)
+	if ((uint64_t) len - 1 > UINT64_MAX - gla)
 		return -EFAULT;
 
 	while (len) {
@@ -540,8 +539,8 @@ static int copy_plan(const struct guest_mem *mem, const struct walk_paging *p, u
 		uint8_t *hva;
 		size_t n;
 
-		hva = cache && walk_same_paging(&cache->p, p) ?
-			walk_cache_lookup(cache, gla, flags) : NULL;
+		hva = cache && walk_same_paging(&cache->p, p) ? walk_cache_lookup(cache, gla, flags)
+							      : NULL;
 		if (hva) {
 			n = PAGE_SIZE - (gla & (PAGE_SIZE - 1));
 			n = n < len ? n : len;
@@ -549,7 +548,7 @@ static int copy_plan(const struct guest_mem *mem, const struct walk_paging *p, u
 			r = walk(mem, p, gla, flags, &res, &trace);
 			if (r < 0)
 				goto fail;
-			n = res.len < len ? (size_t)res.len : len;
+			n = res.len < len ? (size_t) res.len : len;
 			hva = guest_mem_ptr(mem, res.gpa, n);
 			if (!hva) {
 				r = -EFAULT;
@@ -577,8 +576,12 @@ static int copy_plan(const struct guest_mem *mem, const struct walk_paging *p, u
 			cap *= 2;
 		}
 		pieces[nr++] = (struct piece){
-			.hva = hva, .len = n, .gla = gla, .gpa = walked ? res.gpa : 0,
-			.walked = walked, .trace = trace,
+			.hva = hva,
+			.len = n,
+			.gla = gla,
+			.gpa = walked ? res.gpa : 0,
+			.walked = walked,
+			.trace = trace,
 		};
 
 		gla += n;
@@ -624,8 +627,8 @@ cached_two_pages(struct walk_cache *c, const struct walk_paging *p, uint64_t gla
 
 /* The walks behind a cache miss. */
 static int __attribute__((noinline))
-write_walked(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla, const void *src,
-	     size_t len, unsigned int flags, struct walk_cache *c)
+write_walked(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla,
+	     const void *src, size_t len, unsigned int flags, struct walk_cache *c)
 {
 	struct piece stack[PIECES_ON_STACK], *pieces;
 	const uint8_t *s = src;
@@ -650,7 +653,7 @@ write_walked(const struct guest_mem *mem, const struct walk_paging *p, uint64_t 
 int walk_write_miss(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla,
 		    const void *src, size_t len, unsigned int flags, struct walk_cache *c)
 {
-	if (c && cached_two_pages(c, p, gla, (void *)src, len, flags))
+	if (c && cached_two_pages(c, p, gla, (void *) src, len, flags))
 		return 0;
 	return write_walked(mem, p, gla, src, len, flags, c);
 }

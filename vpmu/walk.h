@@ -21,7 +21,7 @@ struct guest_region {
 };
 
 struct guest_mem {
-	const struct guest_region *regions;	/* sorted by gpa, non-overlapping */
+	const struct guest_region *regions; /* sorted by gpa, non-overlapping */
 	size_t nr;
 };
 
@@ -37,19 +37,19 @@ struct walk_paging {
 };
 
 /* walk_translate() flags */
-#define WALK_WRITE		(1u << 0)	/* a write: needs R/W where CR0.WP or CPL 3 says so */
-#define WALK_USER		(1u << 1)	/* a CPL-3 access: needs U/S on every level */
-#define WALK_IMPLICIT_SUPERVISOR (1u << 2)	/* e.g. a PEBS/DS write: SMAP applies to user pages */
-#define WALK_SET_AD		(1u << 3)	/* set Accessed (and Dirty for writes) bits like hardware */
-#define WALK_ALL_FLAGS		(WALK_WRITE | WALK_USER | WALK_IMPLICIT_SUPERVISOR | WALK_SET_AD)
+#define WALK_WRITE		 (1u << 0) /* a write: needs R/W where CR0.WP or CPL 3 says so */
+#define WALK_USER		 (1u << 1) /* a CPL-3 access: needs U/S on every level */
+#define WALK_IMPLICIT_SUPERVISOR (1u << 2) /* e.g. a PEBS/DS write: SMAP applies to user pages */
+#define WALK_SET_AD		 (1u << 3) /* set Accessed (and Dirty for writes) bits like hardware */
+#define WALK_ALL_FLAGS		 (WALK_WRITE | WALK_USER | WALK_IMPLICIT_SUPERVISOR | WALK_SET_AD)
 
 struct walk_result {
-	uint64_t gpa;		/* translation of the linear address */
-	uint64_t page_size;	/* 4 KiB, 2 MiB, 4 MiB (non-PAE PSE) or 1 GiB; paging off: 4 KiB */
-	uint64_t len;		/* bytes from the linear address to the end of its page */
-	bool writable;		/* effective R/W over all levels */
-	bool user;		/* effective U/S over all levels */
-	bool nx;		/* effective XD (only with EFER.NXE) */
+	uint64_t gpa;	    /* translation of the linear address */
+	uint64_t page_size; /* 4 KiB, 2 MiB, 4 MiB (non-PAE PSE) or 1 GiB; paging off: 4 KiB */
+	uint64_t len;	    /* bytes from the linear address to the end of its page */
+	bool writable;	    /* effective R/W over all levels */
+	bool user;	    /* effective U/S over all levels */
+	bool nx;	    /* effective XD (only with EFER.NXE) */
 };
 
 /*
@@ -70,8 +70,8 @@ int walk_translate(const struct guest_mem *mem, const struct walk_paging *p, uin
  */
 int walk_write(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla,
 	       const void *src, size_t len, unsigned int flags);
-int walk_read(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla,
-	      void *dst, size_t len, unsigned int flags);
+int walk_read(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla, void *dst,
+	      size_t len, unsigned int flags);
 
 /*
  * A validated translation cache for walk_write_cached/walk_read_cached:
@@ -83,13 +83,13 @@ int walk_read(const struct guest_mem *mem, const struct walk_paging *p, uint64_t
  * (PAE PDPTEs have no A bit and are not traced). One owner thread; reset
  * it whenever the guest_mem regions change.
  */
-#define WALK_CACHE_LINES	16	/* a 64 KiB PEBS buffer (Linux's) and the DS page */
-#define WALK_CACHE_LEVELS	5
+#define WALK_CACHE_LINES  16 /* a 64 KiB PEBS buffer (Linux's) and the DS page */
+#define WALK_CACHE_LEVELS 5
 
 struct walk_cache_line {
-	uint64_t tag;				/* page of the gla | walk flags; 0: empty */
-	uint8_t *hva;				/* host address of the 4 KiB page */
-	unsigned int nr, size;			/* traced entries and their width */
+	uint64_t tag;	       /* page of the gla | walk flags; 0: empty */
+	uint8_t *hva;	       /* host address of the 4 KiB page */
+	unsigned int nr, size; /* traced entries and their width */
 	void *entry[WALK_CACHE_LEVELS];
 	uint64_t value[WALK_CACHE_LEVELS];
 };
@@ -117,7 +117,7 @@ int walk_write_miss(const struct guest_mem *mem, const struct walk_paging *p, ui
 int walk_read_miss(const struct guest_mem *mem, const struct walk_paging *p, uint64_t gla,
 		   void *dst, size_t len, unsigned int flags, struct walk_cache *c);
 
-#define WALK_PAGE_SIZE	4096u
+#define WALK_PAGE_SIZE 4096u
 
 static inline struct walk_cache_line *walk_cache_line_of(struct walk_cache *c, uint64_t gla)
 {
@@ -128,12 +128,12 @@ static inline struct walk_cache_line *walk_cache_line_of(struct walk_cache *c, u
  * A line's tag: the page of the gla, the walk flags in the offset bits,
  * and bit 11 always set so that no tag is 0, the empty line's.
  */
-#define WALK_TAG_IN_USE	(1u << 11)
+#define WALK_TAG_IN_USE (1u << 11)
 _Static_assert(WALK_ALL_FLAGS < WALK_TAG_IN_USE, "walk flags fit below the tag's in-use bit");
 
 static inline uint64_t walk_cache_tag(uint64_t gla, unsigned int flags)
 {
-	return (gla & ~(uint64_t)(WALK_PAGE_SIZE - 1)) | WALK_TAG_IN_USE | flags;
+	return (gla & ~(uint64_t) (WALK_PAGE_SIZE - 1)) | WALK_TAG_IN_USE | flags;
 }
 
 static inline bool walk_same_paging(const struct walk_paging *a, const struct walk_paging *b)
@@ -156,17 +156,21 @@ static inline uint8_t *walk_cache_lookup(struct walk_cache *c, uint64_t gla, uns
 		return NULL;
 	if (l->size == 8 && l->nr == 4) {
 		/* 4-level paging, 4 KiB page: the common case, unrolled */
-		diff = (__atomic_load_n((const uint64_t *)l->entry[0], __ATOMIC_RELAXED) ^ l->value[0]) |
-		       (__atomic_load_n((const uint64_t *)l->entry[1], __ATOMIC_RELAXED) ^ l->value[1]) |
-		       (__atomic_load_n((const uint64_t *)l->entry[2], __ATOMIC_RELAXED) ^ l->value[2]) |
-		       (__atomic_load_n((const uint64_t *)l->entry[3], __ATOMIC_RELAXED) ^ l->value[3]);
+		diff = (__atomic_load_n((const uint64_t *) l->entry[0], __ATOMIC_RELAXED) ^
+			l->value[0]) |
+		       (__atomic_load_n((const uint64_t *) l->entry[1], __ATOMIC_RELAXED) ^
+			l->value[1]) |
+		       (__atomic_load_n((const uint64_t *) l->entry[2], __ATOMIC_RELAXED) ^
+			l->value[2]) |
+		       (__atomic_load_n((const uint64_t *) l->entry[3], __ATOMIC_RELAXED) ^
+			l->value[3]);
 	} else if (l->size == 8) {
 		for (unsigned int i = 0; i < l->nr; i++)
-			diff |= __atomic_load_n((const uint64_t *)l->entry[i], __ATOMIC_RELAXED) ^
+			diff |= __atomic_load_n((const uint64_t *) l->entry[i], __ATOMIC_RELAXED) ^
 				l->value[i];
 	} else {
 		for (unsigned int i = 0; i < l->nr; i++)
-			diff |= __atomic_load_n((const uint32_t *)l->entry[i], __ATOMIC_RELAXED) ^
+			diff |= __atomic_load_n((const uint32_t *) l->entry[i], __ATOMIC_RELAXED) ^
 				l->value[i];
 	}
 	return diff ? NULL : l->hva + (gla & (WALK_PAGE_SIZE - 1));
@@ -190,7 +194,7 @@ static inline int walk_write_cached(const struct guest_mem *mem, const struct wa
 
 	if (!hva)
 		return len ? walk_write_miss(mem, p, gla, src, len, flags | WALK_WRITE, c) : 0;
-	memmove(hva, src, len);	/* memmove: src may itself be guest RAM */
+	memmove(hva, src, len); /* memmove: src may itself be guest RAM */
 	return 0;
 }
 

@@ -9,12 +9,13 @@
  */
 #include "guest.h"
 
-#define PMI_VECTOR	0xf0
-#define PERIOD		10000
-#define ITERATIONS	25000000ull	/* 4 instructions each: 100M, so setup is noise */
-#define BUF_SIZE	65536
+#define PMI_VECTOR 0xf0
+#define PERIOD	   10000
+#define ITERATIONS 25000000ull /* 4 instructions each: 100M, so setup is noise */
+#define BUF_SIZE   65536
 
-/* DS save area, 64-bit layout (SDM Vol. 3B Fig 20-8): PEBS base, index, max, threshold, GP0 reset */
+/* DS save area, 64-bit layout (SDM Vol. 3B Fig 20-8): PEBS base, index, max, threshold, GP0 reset
+ */
 static volatile uint64_t ds_area[16] __attribute__((aligned(64)));
 static uint8_t pebs_buf[BUF_SIZE] __attribute__((aligned(4096)));
 static volatile uint64_t pmis, records;
@@ -32,19 +33,21 @@ static void on_pmi(struct frame *f)
 
 static void pebs_setup(void)
 {
-	uint64_t base = (uint64_t)pebs_buf;
+	uint64_t base = (uint64_t) pebs_buf;
 	uint32_t r[4];
 
 	cpuid(1, 0, r);
 	/* format 3: 200 bytes; adaptive without Adaptive_Record: the 32-byte Basic group */
-	record_size = r[2] & (1u << 15) &&
-		      PERF_CAP_PEBS_FORMAT(rdmsr(MSR_IA32_PERF_CAPABILITIES)) == 3 ? 200 : 32;
+	record_size =
+		r[2] & (1u << 15) && PERF_CAP_PEBS_FORMAT(rdmsr(MSR_IA32_PERF_CAPABILITIES)) == 3
+			? 200
+			: 32;
 	ds_area[4] = base;
 	ds_area[5] = base;
 	ds_area[6] = base + BUF_SIZE / record_size * record_size;
 	ds_area[7] = ds_area[6] - record_size;
 	ds_area[8] = (1ull << 48) - PERIOD;
-	wrmsr(MSR_IA32_DS_AREA, (uint64_t)ds_area);
+	wrmsr(MSR_IA32_DS_AREA, (uint64_t) ds_area);
 	wrmsr(MSR_LVT_PMI, PMI_VECTOR);
 	wrmsr(MSR_IA32_PMC0_FULL, (1ull << 48) - PERIOD);
 	wrmsr(MSR_IA32_PERFEVTSEL0, 0x1c0 | EVTSEL_USR | EVTSEL_OS | EVTSEL_INT | EVTSEL_EN);
@@ -62,8 +65,11 @@ int main(uint64_t mode)
 	if (mode == 1) {
 		for (int i = 0; i < 4; i++) {
 			wrmsr(MSR_IA32_PMC0_FULL + i, 0);
-			wrmsr(MSR_IA32_PERFEVTSEL0 + i, (i == 0 ? 0xc0 : i == 1 ? 0xc4 : i == 2 ? 0x81d0 : 0x3c) |
-			      EVTSEL_USR | EVTSEL_OS | EVTSEL_EN);
+			wrmsr(MSR_IA32_PERFEVTSEL0 + i, (i == 0	  ? 0xc0
+							 : i == 1 ? 0xc4
+							 : i == 2 ? 0x81d0
+								  : 0x3c) |
+								EVTSEL_USR | EVTSEL_OS | EVTSEL_EN);
 		}
 		wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, 0x333);
 		wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0x70000000full);
@@ -80,7 +86,7 @@ int main(uint64_t mode)
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
 	if (mode == 2)
 		records += (ds_area[5] - ds_area[4]) / record_size;
-	printf("bench mode %lu: %llu loop instructions, %lu PMIs, %lu PEBS records, acc %lx\n", mode,
-	       ITERATIONS * 4, pmis, records, acc);
+	printf("bench mode %lu: %llu loop instructions, %lu PMIs, %lu PEBS records, acc %lx\n",
+	       mode, ITERATIONS * 4, pmis, records, acc);
 	exit(0);
 }

@@ -11,11 +11,11 @@
  */
 #include "guest.h"
 
-#define EVTSEL_CYCLES	(0x3cul | 3ul << 16 | 1ul << 22)	/* USR OS EN */
-#define EVTSEL_INSTS	(0xc0ul | 3ul << 16 | 1ul << 22)
-#define FX1_CTRL	(0x3ul << 4)	/* fixed 1: OS | USR, no PMI */
-#define ENABLE		(1ul << 33 | 3ul)	/* fixed 1, GP 0 and 1 */
-#define LOOPS		20000000ul
+#define EVTSEL_CYCLES (0x3cul | 3ul << 16 | 1ul << 22) /* USR OS EN */
+#define EVTSEL_INSTS  (0xc0ul | 3ul << 16 | 1ul << 22)
+#define FX1_CTRL      (0x3ul << 4)	/* fixed 1: OS | USR, no PMI */
+#define ENABLE	      (1ul << 33 | 3ul) /* fixed 1, GP 0 and 1 */
+#define LOOPS	      20000000ul
 
 static void spin(uint64_t n)
 {
@@ -27,7 +27,7 @@ int main(uint64_t arg)
 {
 	uint64_t f1, g0, g1, f1b, g0b, g1b;
 
-	(void)arg;
+	(void) arg;
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
 	wrmsr(MSR_IA32_PERFEVTSEL0, EVTSEL_CYCLES);
 	wrmsr(MSR_IA32_PERFEVTSEL0 + 1, EVTSEL_INSTS);

@@ -14,18 +14,18 @@
  */
 #include "guest.h"
 
-#define PMI_VECTOR	0xf0
-#define PERIOD		20000
-#define MAX_SAMPLES	256
-#define PEBS_CTR	1		/* where Skylake counts INST_RETIRED.PREC_DIST */
-#define BUF_RECORDS	16
+#define PMI_VECTOR  0xf0
+#define PERIOD	    20000
+#define MAX_SAMPLES 256
+#define PEBS_CTR    1 /* where Skylake counts INST_RETIRED.PREC_DIST */
+#define BUF_RECORDS 16
 
 /* DS save area, 64-bit layout (Fig 20-8) */
-#define DS_PEBS_BASE		(0x20 / 8)
-#define DS_PEBS_INDEX		(0x28 / 8)
-#define DS_PEBS_ABS_MAX		(0x30 / 8)
-#define DS_PEBS_THRESHOLD	(0x38 / 8)
-#define DS_GP_RESET(n)		(0x40 / 8 + (n))
+#define DS_PEBS_BASE	  (0x20 / 8)
+#define DS_PEBS_INDEX	  (0x28 / 8)
+#define DS_PEBS_ABS_MAX	  (0x30 / 8)
+#define DS_PEBS_THRESHOLD (0x38 / 8)
+#define DS_GP_RESET(n)	  (0x40 / 8 + (n))
 
 static volatile uint64_t ds_area[32] __attribute__((aligned(64)));
 static uint8_t pebs_buf[BUF_RECORDS * 200] __attribute__((aligned(64)));
@@ -90,9 +90,14 @@ WORKLOAD static uint32_t workload(void)
 	return checksum();
 }
 
-static const struct { const char *name; void *start; } syms[] = {
-	{ "fill", (void *)fill }, { "sort", (void *)sort }, { "checksum", (void *)checksum },
-	{ "workload", (void *)workload },
+static const struct {
+	const char *name;
+	void *start;
+} syms[] = {
+	{ "fill", (void *) fill },
+	{ "sort", (void *) sort },
+	{ "checksum", (void *) checksum },
+	{ "workload", (void *) workload },
 };
 #define NR_SYMS (sizeof(syms) / sizeof(syms[0]))
 
@@ -101,13 +106,13 @@ static int symbol(uint64_t ip, uint64_t *ret_off)
 	int best = -1;
 	uint64_t best_start = 0;
 
-	if (ip < (uint64_t)__start_sampled_text || ip >= (uint64_t)__stop_sampled_text)
+	if (ip < (uint64_t) __start_sampled_text || ip >= (uint64_t) __stop_sampled_text)
 		return -1;
 	for (unsigned int i = 0; i < NR_SYMS; i++) {
-		uint64_t s = (uint64_t)syms[i].start;
+		uint64_t s = (uint64_t) syms[i].start;
 
 		if (s <= ip && s >= best_start) {
-			best = (int)i;
+			best = (int) i;
 			best_start = s;
 		}
 	}
@@ -117,7 +122,7 @@ static int symbol(uint64_t ip, uint64_t *ret_off)
 
 static uint64_t rec64(const uint8_t *rec, unsigned int off)
 {
-	return *(volatile const uint64_t *)(rec + off);
+	return *(volatile const uint64_t *) (rec + off);
 }
 
 /* Take the records from the buffer and empty it (what perf's drain_pebs does). */
@@ -128,13 +133,13 @@ static void drain(void)
 	if ((index - base) % layout.size)
 		misaligned++;
 	for (uint64_t r = base; r + layout.size <= index; r += layout.size) {
-		const uint8_t *rec = (const uint8_t *)r;
+		const uint8_t *rec = (const uint8_t *) r;
 
 		nr_records++;
 		if (nr_samples < MAX_SAMPLES)
 			samples[nr_samples++] = (struct sample){
 				rec64(rec, layout.eventing_ip), rec64(rec, layout.rip),
-				rec64(rec, layout.rax), rec64(rec, layout.tsc),
+				rec64(rec, layout.rax),		rec64(rec, layout.tsc),
 				rec64(rec, layout.applicable),
 			};
 	}
@@ -154,23 +159,24 @@ static void on_pmi(struct frame *f)
 	if (!(status & GLOBAL_STATUS_BUFFER_OVF))
 		pmi_status_bad++;
 	drain();
-	wrmsr(MSR_CORE_PERF_GLOBAL_OVF_CTRL, status);	/* bit 62 included */
-	wrmsr(MSR_LVT_PMI, PMI_VECTOR);		/* unmask the LVT */
+	wrmsr(MSR_CORE_PERF_GLOBAL_OVF_CTRL, status); /* bit 62 included */
+	wrmsr(MSR_LVT_PMI, PMI_VECTOR);		      /* unmask the LVT */
 	apic_eoi();
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, ctrl);
 }
 
 static unsigned int pebs_setup(void)
 {
-	uint64_t cap = 0, base = (uint64_t)pebs_buf, evtsel;
+	uint64_t cap = 0, base = (uint64_t) pebs_buf, evtsel;
 	unsigned int fmt;
 	uint32_t r[4];
 
 	cpuid(1, 0, r);
-	if (r[2] & (1u << 15))	/* PDCM */
+	if (r[2] & (1u << 15)) /* PDCM */
 		cap = rdmsr(MSR_IA32_PERF_CAPABILITIES);
 	fmt = PERF_CAP_PEBS_FORMAT(cap);
-	evtsel = 0x1c0 | EVTSEL_USR | EVTSEL_OS | EVTSEL_INT | EVTSEL_EN;	/* INST_RETIRED.PREC_DIST */
+	evtsel = 0x1c0 | EVTSEL_USR | EVTSEL_OS | EVTSEL_INT |
+		 EVTSEL_EN; /* INST_RETIRED.PREC_DIST */
 	if (fmt == 3) {
 		layout.size = 200;
 		layout.rip = 0x08;
@@ -196,7 +202,7 @@ static unsigned int pebs_setup(void)
 	ds_area[DS_PEBS_ABS_MAX] = base + BUF_RECORDS * layout.size;
 	ds_area[DS_PEBS_THRESHOLD] = base + (BUF_RECORDS - 1) * layout.size;
 	ds_area[DS_GP_RESET(PEBS_CTR)] = (1ull << 48) - PERIOD;
-	wrmsr(MSR_IA32_DS_AREA, (uint64_t)ds_area);
+	wrmsr(MSR_IA32_DS_AREA, (uint64_t) ds_area);
 	wrmsr(MSR_LVT_PMI, PMI_VECTOR);
 	wrmsr(MSR_IA32_PERFEVTSEL0 + PEBS_CTR, 0);
 	wrmsr(MSR_IA32_PMC0_FULL + PEBS_CTR, (1ull << 48) - PERIOD);
@@ -205,11 +211,14 @@ static unsigned int pebs_setup(void)
 	return fmt;
 }
 
-static const struct { const char *name; uint64_t evtsel; } gp_events[4] = {
-	{ "branches", 0xc4 },			/* BR_INST_RETIRED.ALL_BRANCHES */
-	{ "branches:conditional", 0x01c4 },	/* BR_INST_RETIRED.CONDITIONAL */
-	{ "mem-loads", 0x81d0 },		/* MEM_INST_RETIRED.ALL_LOADS */
-	{ "mem-stores", 0x82d0 },		/* MEM_INST_RETIRED.ALL_STORES */
+static const struct {
+	const char *name;
+	uint64_t evtsel;
+} gp_events[4] = {
+	{ "branches", 0xc4 },		    /* BR_INST_RETIRED.ALL_BRANCHES */
+	{ "branches:conditional", 0x01c4 }, /* BR_INST_RETIRED.CONDITIONAL */
+	{ "mem-loads", 0x81d0 },	    /* MEM_INST_RETIRED.ALL_LOADS */
+	{ "mem-stores", 0x82d0 },	    /* MEM_INST_RETIRED.ALL_STORES */
 };
 
 int main(uint64_t arg)
@@ -226,11 +235,12 @@ int main(uint64_t arg)
 	printf("== perf stat -e instructions,cycles,ref-cycles,branches,... -- workload ==\n");
 	for (int i = 0; i < 4; i++) {
 		wrmsr(MSR_IA32_PMC0_FULL + i, 0);
-		wrmsr(MSR_IA32_PERFEVTSEL0 + i, gp_events[i].evtsel | EVTSEL_USR | EVTSEL_OS | EVTSEL_EN);
+		wrmsr(MSR_IA32_PERFEVTSEL0 + i,
+		      gp_events[i].evtsel | EVTSEL_USR | EVTSEL_OS | EVTSEL_EN);
 	}
 	for (int i = 0; i < 3; i++)
 		wrmsr(MSR_CORE_PERF_FIXED_CTR0 + i, 0);
-	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, 0x333);	/* fixed 0-2: OS + USR */
+	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, 0x333); /* fixed 0-2: OS + USR */
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0x70000000full);
 	r = workload();
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
@@ -258,7 +268,8 @@ int main(uint64_t arg)
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
 	wrmsr(MSR_IA32_PEBS_ENABLE, 0);
 	drain();
-	printf("[ perf record: captured %u samples, PEBS format %u, %u-byte records, %u buffer PMIs ]\n",
+	printf("[ perf record: captured %u samples, PEBS format %u, %u-byte records, %u buffer "
+	       "PMIs ]\n",
 	       nr_records, fmt, layout.size, pmis);
 	for (unsigned int i = 0; i < nr_samples; i++) {
 		uint64_t off = 0;
@@ -273,8 +284,8 @@ int main(uint64_t arg)
 		if (samples[i].applicable != 1u << PEBS_CTR)
 			wrong_app++;
 		if (i < 8)
-			printf("  sample %2u: ip %lx  %s+0x%lx\trip after %lx  rax %lx  tsc %lu\n", i,
-			       samples[i].eventing_ip, sym >= 0 ? syms[sym].name : "?", off,
+			printf("  sample %2u: ip %lx  %s+0x%lx\trip after %lx  rax %lx  tsc %lu\n",
+			       i, samples[i].eventing_ip, sym >= 0 ? syms[sym].name : "?", off,
 			       samples[i].rip, samples[i].rax, samples[i].tsc);
 	}
 	printf("\n# Overhead  Symbol\n");
@@ -284,15 +295,19 @@ int main(uint64_t arg)
 			       hits[i] * 1000 / nr_samples % 10, syms[i].name);
 	report(fixed[0] > 10000 && counts[0] > 1000, "counts look like a workload ran");
 	report(nr_records == fixed[0] / PERIOD || nr_records + 1 == fixed[0] / PERIOD ||
-	       nr_records == fixed[0] / PERIOD + 1, "one sample per %u instructions (%u samples, "
-	       "%lu instructions)", PERIOD, nr_records, fixed[0]);
+		       nr_records == fixed[0] / PERIOD + 1,
+	       "one sample per %u instructions (%u samples, "
+	       "%lu instructions)",
+	       PERIOD, nr_records, fixed[0]);
 	report(nr_records > BUF_RECORDS && pmis == (nr_records - 1) / (BUF_RECORDS - 1),
 	       "a buffer PMI each %u records (%u PMIs)", BUF_RECORDS - 1, pmis);
 	report(pmis && !pmi_status_bad, "every PMI has GLOBAL_STATUS.OvfBuffer (bit 62)");
 	report(!rdmsr(MSR_CORE_PERF_GLOBAL_STATUS), "GLOBAL_STATUS clear after the last reset");
 	report(!misaligned, "records are exactly %u bytes apart", layout.size);
-	report(!outside && !wrong_app, "every sample's EventingIP lies in the workload [%p, %p) and "
-	       "names GP%u", (void *)__start_sampled_text, (void *)__stop_sampled_text, PEBS_CTR);
+	report(!outside && !wrong_app,
+	       "every sample's EventingIP lies in the workload [%p, %p) and "
+	       "names GP%u",
+	       (void *) __start_sampled_text, (void *) __stop_sampled_text, PEBS_CTR);
 	report(!tsc_back, "TSC never goes backwards between samples");
 	return report_summary();
 }

@@ -10,11 +10,11 @@
  */
 #include "guest.h"
 
-#define VA_LOAD		0x40000000ull	/* PDPT[1]: nothing identity-mapped here */
-#define VA_CODE		0x40200000ull
-#define PA_DATA		0x00300000ull
-#define PA_CODE		0x00301000ull
-#define PA_RO		0x00302000ull
+#define VA_LOAD 0x40000000ull /* PDPT[1]: nothing identity-mapped here */
+#define VA_CODE 0x40200000ull
+#define PA_DATA 0x00300000ull
+#define PA_CODE 0x00301000ull
+#define PA_RO	0x00302000ull
 
 extern char pf_load[], pf_store[];
 static volatile uint64_t pf_rip, pf_cr2, pf_err, pfs;
@@ -34,19 +34,19 @@ static void on_pf(struct frame *f)
 	pf_rip = f->rip;
 	pf_cr2 = read_cr2();
 	pf_err = f->error;
-	map_page(pf_map_va, pf_map_pa, pf_map_flags);	/* fix it; the instruction runs again */
+	map_page(pf_map_va, pf_map_pa, pf_map_flags); /* fix it; the instruction runs again */
 }
 
 int main(uint64_t arg)
 {
 	uint64_t rbx, rcx;
-	int (*fn)(void) = (int (*)(void))VA_CODE;
-	static const uint8_t ret7[] = { 0xb8, 7, 0, 0, 0, 0xc3 };	/* mov $7, %eax; ret */
+	int (*fn)(void) = (int (*)(void)) VA_CODE;
+	static const uint8_t ret7[] = { 0xb8, 7, 0, 0, 0, 0xc3 }; /* mov $7, %eax; ret */
 
 	report_prefix("pagefault: ");
 	idt_init();
 	set_handler(14, on_pf);
-	*(volatile uint64_t *)PA_DATA = 0x1234;
+	*(volatile uint64_t *) PA_DATA = 0x1234;
 
 	/* a load from an unmapped page: error code 0 (not present, read, supervisor) */
 	pf_map_va = VA_LOAD, pf_map_pa = PA_DATA, pf_map_flags = PTE_W;
@@ -56,11 +56,13 @@ int main(uint64_t arg)
 			 "pf_load:\n\t"
 			 "mov (%2), %%rcx\n\t"
 			 "inc %%rbx\n\t"
-			 : "=&b"(rbx), "=&c"(rcx) : "r"(VA_LOAD) : "memory");
+			 : "=&b"(rbx), "=&c"(rcx)
+			 : "r"(VA_LOAD)
+			 : "memory");
 	printf("load: #PF at %lx, CR2 %lx, error %lx; rbx %lu, rcx %lx\n", pf_rip, pf_cr2, pf_err,
 	       rbx, rcx);
 	report(pfs == 1, "load: one #PF");
-	report(pf_rip == (uint64_t)pf_load, "load: frame RIP = the faulting mov");
+	report(pf_rip == (uint64_t) pf_load, "load: frame RIP = the faulting mov");
 	report(pf_cr2 == VA_LOAD, "load: CR2 = the linear address");
 	report(pf_err == 0, "load: error code 0 (not present, read, CPL 0)");
 	report(rbx == 2, "load: the inc before it ran once, the one after it once");
@@ -68,20 +70,21 @@ int main(uint64_t arg)
 
 	/* a store to a read-only page with CR0.WP: error code 3 (present, write) */
 	map_page(VA_LOAD + 0x1000, PA_RO, 0);
-	(void)*(volatile uint64_t *)(VA_LOAD + 0x1000);
+	(void) *(volatile uint64_t *) (VA_LOAD + 0x1000);
 	pf_map_va = VA_LOAD + 0x1000, pf_map_pa = PA_RO, pf_map_flags = PTE_W;
 	__asm__ volatile(".globl pf_store\n"
 			 "pf_store:\n\t"
-			 "movq $0x5678, (%0)\n\t" :: "r"(VA_LOAD + 0x1000) : "memory");
+			 "movq $0x5678, (%0)\n\t" ::"r"(VA_LOAD + 0x1000)
+			 : "memory");
 	report(pfs == 2, "store: one #PF");
-	report(pf_rip == (uint64_t)pf_store, "store: frame RIP = the faulting mov");
+	report(pf_rip == (uint64_t) pf_store, "store: frame RIP = the faulting mov");
 	report(pf_cr2 == VA_LOAD + 0x1000, "store: CR2 = the linear address");
 	report(pf_err == 3, "store: error code 3 (present, write, CPL 0): %lx", pf_err);
-	report(*(volatile uint64_t *)PA_RO == 0x5678, "store: done once the page is writable");
+	report(*(volatile uint64_t *) PA_RO == 0x5678, "store: done once the page is writable");
 
 	/* a fetch from an unmapped page: the frame's RIP is the target */
 	for (unsigned int i = 0; i < sizeof(ret7); i++)
-		((volatile uint8_t *)PA_CODE)[i] = ret7[i];
+		((volatile uint8_t *) PA_CODE)[i] = ret7[i];
 	pf_map_va = VA_CODE, pf_map_pa = PA_CODE, pf_map_flags = 0;
 	report(fn() == 7, "fetch: the call returns once the page is mapped");
 	report(pfs == 3, "fetch: one #PF");

@@ -16,17 +16,17 @@
  */
 #include "guest.h"
 
-#define PMI_VECTOR	0xf0
+#define PMI_VECTOR 0xf0
 
-#define LOOPS		100
-#define OVF_ITER	50
-#define PRE_LOOP	16	/* wrmsr + 15 movabs */
-#define OVF_AT		(PRE_LOOP + 3 * (OVF_ITER - 1) + 1)
-#define TOTAL		(PRE_LOOP + 3 * LOOPS + 3)
-#define AFTER		(TOTAL - OVF_AT)	/* counted after the overflow */
+#define LOOPS	 100
+#define OVF_ITER 50
+#define PRE_LOOP 16 /* wrmsr + 15 movabs */
+#define OVF_AT	 (PRE_LOOP + 3 * (OVF_ITER - 1) + 1)
+#define TOTAL	 (PRE_LOOP + 3 * LOOPS + 3)
+#define AFTER	 (TOTAL - OVF_AT) /* counted after the overflow */
 
 #define V_RAX0	0xa0a0a0a0a0a00000
-#define V_RBX	0xa0a0a0a0a0a00064	/* V_RAX0 + LOOPS: the loop's end */
+#define V_RBX	0xa0a0a0a0a0a00064 /* V_RAX0 + LOOPS: the loop's end */
 #define V_RCX	0xc1c1c1c1c1c1c1c1
 #define V_RDX	0xd1d1d1d1d1d1d1d1
 #define V_RSI	0x5151515151515151
@@ -41,37 +41,37 @@
 #define V_R14	0x1414141414141414
 #define V_R15	0x1515151515151515
 #define STR_(x) #x
-#define STR(x) STR_(x)
+#define STR(x)	STR_(x)
 
 _Static_assert(V_RBX == V_RAX0 + LOOPS, "RBX ends the loop");
 _Static_assert(OVF_AT == 164 && AFTER == 155, "instruction arithmetic");
 
 /* DS save area, 64-bit layout (Fig 20-8; fixed reset slots at 80H for format 4) */
-#define DS_PEBS_BASE		(0x20 / 8)
-#define DS_PEBS_INDEX		(0x28 / 8)
-#define DS_PEBS_ABS_MAX		(0x30 / 8)
-#define DS_PEBS_THRESHOLD	(0x38 / 8)
-#define DS_GP_RESET(n)		(0x40 / 8 + (n))
-#define DS_FIXED_RESET(n)	(0x80 / 8 + (n))
+#define DS_PEBS_BASE	  (0x20 / 8)
+#define DS_PEBS_INDEX	  (0x28 / 8)
+#define DS_PEBS_ABS_MAX	  (0x30 / 8)
+#define DS_PEBS_THRESHOLD (0x38 / 8)
+#define DS_GP_RESET(n)	  (0x40 / 8 + (n))
+#define DS_FIXED_RESET(n) (0x80 / 8 + (n))
 
 /* Format 3 (Fig 20-10 and its PEBS_FMT 3 extension) */
-#define F3_RFLAGS	0x00
-#define F3_RIP		0x08
-#define F3_APPLICABLE	0x90
-#define F3_EVENTING_IP	0xb0
-#define F3_TSC		0xc0
-#define F3_SIZE		200
+#define F3_RFLAGS      0x00
+#define F3_RIP	       0x08
+#define F3_APPLICABLE  0x90
+#define F3_EVENTING_IP 0xb0
+#define F3_TSC	       0xc0
+#define F3_SIZE	       200
 /* Adaptive (Tables 22-96, 22-99): Basic group then the GPR group */
-#define A_FORMAT	0x00
-#define A_EVENTING_IP	0x08
-#define A_APPLICABLE	0x10
-#define A_TSC		0x18
-#define A_BASIC_SIZE	32
-#define A_GPRS		A_BASIC_SIZE
-#define A_GPRS_SIZE	144
-#define DATA_CFG_GPRS	(1ull << 1)
+#define A_FORMAT      0x00
+#define A_EVENTING_IP 0x08
+#define A_APPLICABLE  0x10
+#define A_TSC	      0x18
+#define A_BASIC_SIZE  32
+#define A_GPRS	      A_BASIC_SIZE
+#define A_GPRS_SIZE   144
+#define DATA_CFG_GPRS (1ull << 1)
 
-#define FILL		0x5a5a5a5a5a5a5a5aull
+#define FILL 0x5a5a5a5a5a5a5a5aull
 
 void pebs_seq(uint64_t global_ctrl);
 extern char seq_loop[], seq_cmp[], seq_end[];
@@ -88,36 +88,43 @@ __asm__(".text\n"
 	"shr $32, %rdx\n\t"
 	"mov $0x38f, %ecx\n\t"
 	"wrmsr\n\t"
-	"movabs $" STR(V_RAX0) ", %rax\n\t"
-	"movabs $" STR(V_RBX) ", %rbx\n\t"
-	"movabs $" STR(V_RCX) ", %rcx\n\t"
-	"movabs $" STR(V_RDX) ", %rdx\n\t"
-	"movabs $" STR(V_RSI) ", %rsi\n\t"
-	"movabs $" STR(V_RDI) ", %rdi\n\t"
-	"movabs $" STR(V_RBP) ", %rbp\n\t"
-	"movabs $" STR(V_R8) ", %r8\n\t"
-	"movabs $" STR(V_R9) ", %r9\n\t"
-	"movabs $" STR(V_R10) ", %r10\n\t"
-	"movabs $" STR(V_R11) ", %r11\n\t"
-	"movabs $" STR(V_R12) ", %r12\n\t"
-	"movabs $" STR(V_R13) ", %r13\n\t"
-	"movabs $" STR(V_R14) ", %r14\n\t"
-	"movabs $" STR(V_R15) ", %r15\n"
-	".globl seq_loop\n"
-	"seq_loop:\n\t"
-	"inc %rax\n"
-	".globl seq_cmp\n"
-	"seq_cmp:\n\t"
-	"cmp %rax, %rbx\n\t"
-	"jne seq_loop\n"
-	".globl seq_end\n"
-	"seq_end:\n\t"
-	"mov $0x38f, %ecx\n\t"
-	"xor %eax, %eax\n\t"
-	"xor %edx, %edx\n\t"
-	"wrmsr\n\t"
-	"pop %r15\n\tpop %r14\n\tpop %r13\n\tpop %r12\n\tpop %rbp\n\tpop %rbx\n\t"
-	"ret\n");
+	"movabs $" STR(
+		V_RAX0) ", %rax\n\t"
+			"movabs $" STR(
+				V_RBX) ", %rbx\n\t"
+				       "movabs $" STR(
+					       V_RCX) ", %rcx\n\t"
+						      "movabs $" STR(
+							      V_RDX) ", %rdx\n\t"
+								     "movabs $" STR(
+									     V_RSI) ", %rsi\n\t"
+										    "movabs $" STR(V_RDI) ", %rdi\n\t"
+													  "movabs $" STR(V_RBP) ", %rbp\n\t"
+																"movabs $" STR(V_R8) ", %r8\n\t"
+																		     "movabs $" STR(V_R9) ", %r9\n\t"
+																					  "movabs $" STR(V_R10) ", %r10\n\t"
+																								"movabs $" STR(V_R11) ", %r11\n\t"
+																										      "movabs $" STR(V_R12) ", %r12\n\t"
+																													    "movabs $" STR(V_R13) ", %r13\n\t"
+																																  "movabs $" STR(
+																																	  V_R14) ", %r14\n\t"
+																																		 "movabs $" STR(
+																																			 V_R15) ", %r15\n"
+																																				".globl seq_loop\n"
+																																				"seq_loop:\n\t"
+																																				"inc %rax\n"
+																																				".globl seq_cmp\n"
+																																				"seq_cmp:\n\t"
+																																				"cmp %rax, %rbx\n\t"
+																																				"jne seq_loop\n"
+																																				".globl seq_end\n"
+																																				"seq_end:\n\t"
+																																				"mov $0x38f, %ecx\n\t"
+																																				"xor %eax, %eax\n\t"
+																																				"xor %edx, %edx\n\t"
+																																				"wrmsr\n\t"
+																																				"pop %r15\n\tpop %r14\n\tpop %r13\n\tpop %r12\n\tpop %rbp\n\tpop %rbx\n\t"
+																																				"ret\n");
 
 static volatile uint64_t ds_area[32] __attribute__((aligned(64)));
 static volatile uint8_t pebs_buf[4096] __attribute__((aligned(4096)));
@@ -143,23 +150,23 @@ static void on_pmi(struct frame *f)
 
 static uint64_t rec64(uint64_t off)
 {
-	return *(volatile uint64_t *)(pebs_buf + off);
+	return *(volatile uint64_t *) (pebs_buf + off);
 }
 
 /* An empty (pattern-filled) 4 KiB buffer, the threshold `thresh` bytes in. */
 static void ds_setup(uint64_t thresh)
 {
-	uint64_t base = (uint64_t)pebs_buf;
+	uint64_t base = (uint64_t) pebs_buf;
 
 	for (unsigned int i = 0; i < sizeof(pebs_buf); i += 8)
-		*(volatile uint64_t *)(pebs_buf + i) = FILL;
+		*(volatile uint64_t *) (pebs_buf + i) = FILL;
 	for (unsigned int i = 0; i < 32; i++)
 		ds_area[i] = 0;
 	ds_area[DS_PEBS_BASE] = base;
 	ds_area[DS_PEBS_INDEX] = base;
 	ds_area[DS_PEBS_ABS_MAX] = base + sizeof(pebs_buf);
 	ds_area[DS_PEBS_THRESHOLD] = base + thresh;
-	wrmsr(MSR_IA32_DS_AREA, (uint64_t)ds_area);
+	wrmsr(MSR_IA32_DS_AREA, (uint64_t) ds_area);
 }
 
 static void quiesce(void)
@@ -167,7 +174,7 @@ static void quiesce(void)
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
 	wrmsr(MSR_IA32_PEBS_ENABLE, 0);
 	if (fmt >= 4)
-		wrmsr(MSR_PEBS_DATA_CFG, 0);	/* no such MSR before format 4: #GP */
+		wrmsr(MSR_PEBS_DATA_CFG, 0); /* no such MSR before format 4: #GP */
 	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, 0);
 	for (unsigned int i = 0; i < 4; i++)
 		wrmsr(MSR_IA32_PERFEVTSEL0 + i, 0);
@@ -179,7 +186,7 @@ static void quiesce(void)
 /* GP counter `ctr` overflows on instruction OVF_AT, then reloads `reset`. */
 static void arm_gp(unsigned int ctr, uint64_t event, uint64_t reset)
 {
-	wrmsr(MSR_IA32_PMC0_FULL + ctr, (0 - (uint64_t)OVF_AT) & gp_mask);
+	wrmsr(MSR_IA32_PMC0_FULL + ctr, (0 - (uint64_t) OVF_AT) & gp_mask);
 	ds_area[DS_GP_RESET(ctr)] = reset & gp_mask;
 	wrmsr(MSR_IA32_PERFEVTSEL0 + ctr, event | EVTSEL_USR | EVTSEL_OS | EVTSEL_INT | EVTSEL_EN);
 }
@@ -195,7 +202,7 @@ static void run(uint64_t global_ctrl)
 static uint64_t rflags_after_inc(uint64_t rax)
 {
 	uint64_t f = 0x202 | 0x80;
-	uint8_t low = (uint8_t)rax;
+	uint8_t low = (uint8_t) rax;
 
 	if (!(__builtin_popcount(low) & 1))
 		f |= 0x4;
@@ -206,10 +213,11 @@ static uint64_t rflags_after_inc(uint64_t rax)
 
 static const char *const gpr_names[16] = {
 	"RAX", "RCX", "RDX", "RBX", "RSP", "RBP", "RSI", "RDI",
-	"R8", "R9", "R10", "R11", "R12", "R13", "R14", "R15",
+	"R8",  "R9",  "R10", "R11", "R12", "R13", "R14", "R15",
 };
 
-/* Where format 3 keeps each register, in register-number order (legacy RAX RBX RCX RDX RSI RDI RBP RSP) */
+/* Where format 3 keeps each register, in register-number order (legacy RAX RBX RCX RDX RSI RDI RBP
+ * RSP) */
 static const uint8_t f3_gpr_off[16] = {
 	0x10, 0x20, 0x28, 0x18, 0x48, 0x40, 0x30, 0x38,
 	0x50, 0x58, 0x60, 0x68, 0x70, 0x78, 0x80, 0x88,
@@ -218,8 +226,22 @@ static const uint8_t f3_gpr_off[16] = {
 static void check_gprs(uint64_t rec)
 {
 	const uint64_t want[16] = {
-		V_RAX0 + OVF_ITER, V_RCX, V_RDX, V_RBX, seq_rsp, V_RBP, V_RSI, V_RDI,
-		V_R8, V_R9, V_R10, V_R11, V_R12, V_R13, V_R14, V_R15,
+		V_RAX0 + OVF_ITER,
+		V_RCX,
+		V_RDX,
+		V_RBX,
+		seq_rsp,
+		V_RBP,
+		V_RSI,
+		V_RDI,
+		V_R8,
+		V_R9,
+		V_R10,
+		V_R11,
+		V_R12,
+		V_R13,
+		V_R14,
+		V_R15,
 	};
 	uint64_t base = fmt == 3 ? 0 : A_GPRS;
 
@@ -233,8 +255,8 @@ static void check_gprs(uint64_t rec)
 	report(rec64(rec + (fmt == 3 ? F3_RFLAGS : A_GPRS)) == rflags_after_inc(V_RAX0 + OVF_ITER),
 	       "RFLAGS after the eventing instruction: %lx (want %lx)",
 	       rec64(rec + (fmt == 3 ? F3_RFLAGS : A_GPRS)), rflags_after_inc(V_RAX0 + OVF_ITER));
-	report(rec64(rec + (fmt == 3 ? F3_RIP : A_GPRS + 8)) == (uint64_t)seq_cmp,
-	       "RIP = the next instruction (seq_cmp %p): %lx", (void *)seq_cmp,
+	report(rec64(rec + (fmt == 3 ? F3_RIP : A_GPRS + 8)) == (uint64_t) seq_cmp,
+	       "RIP = the next instruction (seq_cmp %p): %lx", (void *) seq_cmp,
 	       rec64(rec + (fmt == 3 ? F3_RIP : A_GPRS + 8)));
 }
 
@@ -250,15 +272,15 @@ static void check_basic(uint64_t rec, uint64_t applicable)
 	uint64_t app = rec64(rec + (fmt == 3 ? F3_APPLICABLE : A_APPLICABLE));
 	uint64_t tsc = rec64(rec + (fmt == 3 ? F3_TSC : A_TSC));
 
-	report(eip == (uint64_t)seq_loop, "EventingIP = the overflowing inc (seq_loop %p): %lx",
-	       (void *)seq_loop, eip);
+	report(eip == (uint64_t) seq_loop, "EventingIP = the overflowing inc (seq_loop %p): %lx",
+	       (void *) seq_loop, eip);
 	report(app == applicable, "Applicable Counters %lx (want %lx)", app, applicable);
 	report(tsc >= tsc0 && tsc <= tsc1, "TSC %lx within the run [%lx, %lx]", tsc, tsc0, tsc1);
 }
 
 static void check_index(uint64_t size)
 {
-	uint64_t adv = ds_area[DS_PEBS_INDEX] - (uint64_t)pebs_buf;
+	uint64_t adv = ds_area[DS_PEBS_INDEX] - (uint64_t) pebs_buf;
 
 	report(adv == size, "PEBS index advanced by one record: %lu bytes (want %lu)", adv, size);
 	report(rec64(size) == FILL, "nothing written past the record");
@@ -272,17 +294,17 @@ static void one_counter(void)
 	quiesce();
 	ds_setup(sizeof(pebs_buf));
 	if (fmt == 3) {
-		arm_gp(0, 0x1c0, reset);	/* INST_RETIRED.PREC_DIST */
+		arm_gp(0, 0x1c0, reset); /* INST_RETIRED.PREC_DIST */
 	} else {
 		wrmsr(MSR_PEBS_DATA_CFG, DATA_CFG_GPRS);
-		arm_gp(0, 0xc0 | EVTSEL_ADAPTIVE, reset);	/* INST_RETIRED.ANY_P */
+		arm_gp(0, 0xc0 | EVTSEL_ADAPTIVE, reset); /* INST_RETIRED.ANY_P */
 	}
 	wrmsr(MSR_IA32_PEBS_ENABLE, 1);
 	run(1);
 	ctr = rdmsr(MSR_IA32_PMC0_FULL);
 	status = rdmsr(MSR_CORE_PERF_GLOBAL_STATUS);
 	printf("%s record at %p: EventingIP %lx, RIP %lx, RAX %lx, counter after %lx\n",
-	       fmt == 3 ? "format 3" : "format 4", (void *)pebs_buf,
+	       fmt == 3 ? "format 3" : "format 4", (void *) pebs_buf,
 	       rec64(fmt == 3 ? F3_EVENTING_IP : A_EVENTING_IP),
 	       rec64(fmt == 3 ? F3_RIP : A_GPRS + 8), rec64(fmt == 3 ? 0x10 : A_GPRS + 0x10), ctr);
 	check_index(size_with_gprs());
@@ -328,21 +350,23 @@ static void threshold_pmi(void)
 
 	report_prefix(fmt == 3 ? "fmt3 threshold: " : "fmt4 threshold: ");
 	quiesce();
-	ds_setup(size);		/* the first record reaches the threshold */
+	ds_setup(size); /* the first record reaches the threshold */
 	if (fmt != 3)
 		wrmsr(MSR_PEBS_DATA_CFG, DATA_CFG_GPRS);
 	arm_gp(1, fmt == 3 ? 0x1c0 : 0xc0 | EVTSEL_ADAPTIVE, 0 - 1000ull);
 	wrmsr(MSR_IA32_PEBS_ENABLE, 2);
 	run(2);
-	printf("threshold PMI: %u PMI(s), frame RIP %lx, GLOBAL_STATUS %lx, after reset %lx\n", pmis,
-	       pmi_rip, pmi_status, pmi_status_after);
+	printf("threshold PMI: %u PMI(s), frame RIP %lx, GLOBAL_STATUS %lx, after reset %lx\n",
+	       pmis, pmi_rip, pmi_status, pmi_status_after);
 	report(pmis == 1, "exactly one PMI");
-	report(pmi_status & GLOBAL_STATUS_BUFFER_OVF, "GLOBAL_STATUS.OvfBuffer (bit 62) in the PMI");
-	report(pmi_index == (uint64_t)pebs_buf + size, "the record is in the buffer when the PMI comes");
-	report(pmi_rip > (uint64_t)seq_loop && pmi_rip <= (uint64_t)seq_end,
+	report(pmi_status & GLOBAL_STATUS_BUFFER_OVF,
+	       "GLOBAL_STATUS.OvfBuffer (bit 62) in the PMI");
+	report(pmi_index == (uint64_t) pebs_buf + size,
+	       "the record is in the buffer when the PMI comes");
+	report(pmi_rip > (uint64_t) seq_loop && pmi_rip <= (uint64_t) seq_end,
 	       "PMI after the eventing instruction, inside the sequence");
 	report(pmi_status_after == 0, "GLOBAL_STATUS_RESET with bit 62 clears GLOBAL_STATUS");
-	report(rec64(fmt == 3 ? F3_EVENTING_IP : A_EVENTING_IP) == (uint64_t)seq_loop,
+	report(rec64(fmt == 3 ? F3_EVENTING_IP : A_EVENTING_IP) == (uint64_t) seq_loop,
 	       "EventingIP of the record");
 	report(rec64(fmt == 3 ? F3_APPLICABLE : A_APPLICABLE) == 2, "Applicable Counters = GP1");
 }
@@ -357,7 +381,7 @@ static void basic_only(void)
 	arm_gp(0, 0xc0, 0 - 1000ull);
 	wrmsr(MSR_IA32_PEBS_ENABLE, 1);
 	run(1);
-	report(rec64(A_FORMAT) == (uint64_t)A_BASIC_SIZE << 48,
+	report(rec64(A_FORMAT) == (uint64_t) A_BASIC_SIZE << 48,
 	       "Basic[0] = %lx: format 0, size 32", rec64(A_FORMAT));
 	check_index(A_BASIC_SIZE);
 	check_basic(0, 1);
@@ -371,7 +395,7 @@ static void fixed0(void)
 	quiesce();
 	ds_setup(sizeof(pebs_buf));
 	wrmsr(MSR_PEBS_DATA_CFG, DATA_CFG_GPRS);
-	wrmsr(MSR_CORE_PERF_FIXED_CTR0, (0 - (uint64_t)OVF_AT) & fixed_mask);
+	wrmsr(MSR_CORE_PERF_FIXED_CTR0, (0 - (uint64_t) OVF_AT) & fixed_mask);
 	ds_area[DS_FIXED_RESET(0)] = reset & fixed_mask;
 	/* OS + USR + PMI, Adaptive_Record (bit 32) */
 	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, 0xb | (1ull << 32));
@@ -382,9 +406,10 @@ static void fixed0(void)
 	report(rec64(A_FORMAT) == (DATA_CFG_GPRS | (size_with_gprs() << 48)),
 	       "Basic[0] = %lx: format 2, size 176", rec64(A_FORMAT));
 	check_basic(0, 1ull << 32);
-	report(rec64(A_GPRS + 8) == (uint64_t)seq_cmp, "GPR group RIP = seq_cmp: %lx",
+	report(rec64(A_GPRS + 8) == (uint64_t) seq_cmp, "GPR group RIP = seq_cmp: %lx",
 	       rec64(A_GPRS + 8));
-	report(rec64(A_GPRS + 0x10) == V_RAX0 + OVF_ITER, "GPR group RAX: %lx", rec64(A_GPRS + 0x10));
+	report(rec64(A_GPRS + 0x10) == V_RAX0 + OVF_ITER, "GPR group RAX: %lx",
+	       rec64(A_GPRS + 0x10));
 	report(ctr == ((reset + AFTER) & fixed_mask),
 	       "fixed counter 0 reloaded from 80H: %lx (want -3000 + %u = %lx)", ctr, AFTER,
 	       (reset + AFTER) & fixed_mask);
@@ -404,8 +429,9 @@ int main(uint64_t arg)
 	cpuid(1, 0, r);
 	cap = r[2] & (1u << 15) ? rdmsr(MSR_IA32_PERF_CAPABILITIES) : 0;
 	fmt = PERF_CAP_PEBS_FORMAT(cap);
-	printf("PERF_CAPABILITIES %lx: PEBS format %u; GP counters %lx, fixed %lx; sequence at %p\n",
-	       cap, fmt, gp_mask, fixed_mask, (void *)pebs_seq);
+	printf("PERF_CAPABILITIES %lx: PEBS format %u; GP counters %lx, fixed %lx; sequence at "
+	       "%p\n",
+	       cap, fmt, gp_mask, fixed_mask, (void *) pebs_seq);
 	report(fmt == 3 || fmt == 4, "PEBS format 3 or 4");
 	if (fmt != 3 && fmt != 4)
 		return report_summary();

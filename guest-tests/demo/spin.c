@@ -15,12 +15,12 @@
  */
 #include "guest.h"
 
-#define PMI_VECTOR	0xf0
-#define SPIN_LOOPS	100000
-#define SPIN_PMI_LOOPS	50000
-#define SPIN_PERIOD	10000
-#define SPIN_WAIT	120000000
-#define PRESET		((1ull << 48) - SPIN_PERIOD)
+#define PMI_VECTOR     0xf0
+#define SPIN_LOOPS     100000
+#define SPIN_PMI_LOOPS 50000
+#define SPIN_PERIOD    10000
+#define SPIN_WAIT      120000000
+#define PRESET	       ((1ull << 48) - SPIN_PERIOD)
 
 static volatile unsigned int pmis;
 
@@ -31,7 +31,7 @@ static void on_pmi(struct frame *f)
 	if (status & 2)
 		wrmsr(MSR_IA32_PMC0_FULL + 1, PRESET);
 	wrmsr(MSR_CORE_PERF_GLOBAL_OVF_CTRL, status);
-	wrmsr(MSR_LVT_PMI, PMI_VECTOR);	/* the delivery masked it */
+	wrmsr(MSR_LVT_PMI, PMI_VECTOR); /* the delivery masked it */
 	pmis++;
 	apic_eoi();
 }
@@ -39,20 +39,20 @@ static void on_pmi(struct frame *f)
 /* dec/jnz `n` times between the WRMSRs that enable `ctrl` and disable everything */
 static void run_counted(uint64_t ctrl, uint32_t n)
 {
-	__asm__ volatile(
-		"mov $0x38f, %%ecx\n\t"
-		"wrmsr\n\t"
-		"mov %2, %%ecx\n"
-		"1:\n\t"
-		"dec %%ecx\n\t"
-		"jnz 1b\n\t"
-		"mov $0x38f, %%ecx\n\t"
-		"xor %%eax, %%eax\n\t"
-		"xor %%edx, %%edx\n\t"
-		"wrmsr\n\t"
-		: "+a"((uint32_t){ (uint32_t)ctrl }), "+d"((uint32_t){ (uint32_t)(ctrl >> 32) })
-		: "r"(n)
-		: "ecx", "memory");
+	__asm__ volatile("mov $0x38f, %%ecx\n\t"
+			 "wrmsr\n\t"
+			 "mov %2, %%ecx\n"
+			 "1:\n\t"
+			 "dec %%ecx\n\t"
+			 "jnz 1b\n\t"
+			 "mov $0x38f, %%ecx\n\t"
+			 "xor %%eax, %%eax\n\t"
+			 "xor %%edx, %%edx\n\t"
+			 "wrmsr\n\t"
+			 : "+a"((uint32_t){ (uint32_t) ctrl }),
+			   "+d"((uint32_t){ (uint32_t) (ctrl >> 32) })
+			 : "r"(n)
+			 : "ecx", "memory");
 }
 
 int main(uint64_t arg)
@@ -66,7 +66,7 @@ int main(uint64_t arg)
 
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
 	wrmsr(MSR_CORE_PERF_FIXED_CTR0, 0);
-	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, 0x3);	/* fixed 0: OS and USR, no PMI */
+	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, 0x3); /* fixed 0: OS and USR, no PMI */
 	wrmsr(MSR_IA32_PMC0_FULL, 0);
 	wrmsr(MSR_IA32_PERFEVTSEL0, 0xc4 | EVTSEL_USR | EVTSEL_OS | EVTSEL_EN);
 	run_counted((1ull << 32) | 1, SPIN_LOOPS);
@@ -83,12 +83,12 @@ int main(uint64_t arg)
 	pmi_count = pmis;
 	printf("spin: gp1 PMIs %lu\n", pmi_count);
 	report(pmi_count >= 2 * SPIN_PMI_LOOPS / SPIN_PERIOD - 1 &&
-	       pmi_count <= 2 * SPIN_PMI_LOOPS / SPIN_PERIOD + 1, "PMIs every %u instructions",
-	       SPIN_PERIOD);
+		       pmi_count <= 2 * SPIN_PMI_LOOPS / SPIN_PERIOD + 1,
+	       "PMIs every %u instructions", SPIN_PERIOD);
 
 	printf("spin: ready, waiting\n");
 	for (unsigned int i = 0; i < SPIN_WAIT; i++)
-		(void)inb(0x3fd);
+		(void) inb(0x3fd);
 	printf("spin: done\n");
 	return report_summary();
 }

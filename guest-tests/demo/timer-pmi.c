@@ -15,12 +15,12 @@
  */
 #include "guest.h"
 
-#define PMI_VECTOR	0xf1
-#define TIMER_PMIS	400
-#define FIXED1		(1ul << 33)	/* GLOBAL_CTRL / GLOBAL_STATUS bit of fixed counter 1 */
-#define FX1_CTRL	(0xbul << 4)	/* FIXED_CTR_CTRL: fixed 1 OS | USR | PMI (Figure 21-2) */
-#define MASK48		((1ul << 48) - 1)
-#define SPIN_LIMIT	(1ul << 34)	/* loop iterations: give up (the host will have timed out) */
+#define PMI_VECTOR 0xf1
+#define TIMER_PMIS 400
+#define FIXED1	   (1ul << 33)	/* GLOBAL_CTRL / GLOBAL_STATUS bit of fixed counter 1 */
+#define FX1_CTRL   (0xbul << 4) /* FIXED_CTR_CTRL: fixed 1 OS | USR | PMI (Figure 21-2) */
+#define MASK48	   ((1ul << 48) - 1)
+#define SPIN_LIMIT (1ul << 34) /* loop iterations: give up (the host will have timed out) */
 
 static volatile unsigned int pmis, strays, empty, entries;
 static uint64_t preset;
@@ -38,7 +38,7 @@ static void on_pmi(struct frame *f)
 {
 	uint64_t status = rdmsr(MSR_CORE_PERF_GLOBAL_STATUS);
 
-	entries++;	/* one per PMI delivered: the VMM's "delivered" */
+	entries++; /* one per PMI delivered: the VMM's "delivered" */
 	if (!status)
 		empty++;
 	while (status) {
@@ -48,7 +48,7 @@ static void on_pmi(struct frame *f)
 			strays++;
 		wrmsr(MSR_CORE_PERF_GLOBAL_OVF_CTRL, status);
 		wrmsr(MSR_CORE_PERF_FIXED_CTR0 + 1, preset);
-		wrmsr(MSR_LVT_PMI, PMI_VECTOR);	/* the delivery masked it */
+		wrmsr(MSR_LVT_PMI, PMI_VECTOR); /* the delivery masked it */
 		status = rdmsr(MSR_CORE_PERF_GLOBAL_STATUS);
 	}
 	apic_eoi();
@@ -58,7 +58,7 @@ int main(uint64_t arg)
 {
 	struct cpuid_regs a = cpuid_regs(0xa, 0), t = cpuid_regs(0x15, 0);
 	uint64_t hz, period, spins = 0, left, past, period_us = arg >> 32 ? arg >> 32 : 1000;
-	unsigned int got, after, want = (uint32_t)arg ? (uint32_t)arg : TIMER_PMIS;
+	unsigned int got, after, want = (uint32_t) arg ? (uint32_t) arg : TIMER_PMIS;
 
 	idt_init();
 	set_handler(PMI_VECTOR, on_pmi);
@@ -69,11 +69,11 @@ int main(uint64_t arg)
 	report(t.a && t.b && t.c, "CPUID 15H: crystal %u Hz, ratio %u/%u", t.c, t.b, t.a);
 	if (!t.a || !t.b || !t.c)
 		return report_summary();
-	hz = (uint64_t)t.c * t.b / t.a;
+	hz = (uint64_t) t.c * t.b / t.a;
 	period = hz / 1000000 * period_us;
 	preset = (0 - period) & MASK48;
-	printf("timer-pmi: nominal clock %lu Hz, PMI every %lu cycles (%lu us), until %u PMIs\n", hz,
-	       period, period_us, want);
+	printf("timer-pmi: nominal clock %lu Hz, PMI every %lu cycles (%lu us), until %u PMIs\n",
+	       hz, period, period_us, want);
 
 	sti();
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
@@ -88,8 +88,8 @@ int main(uint64_t arg)
 	left = rdmsr(MSR_CORE_PERF_FIXED_CTR0 + 1);
 	past = (left - preset) & MASK48;
 	printf("timer-pmi: %u PMIs, %u without the fixed-1 status bit, %u with an empty status, "
-	       "%lu loop iterations; counter at %lu cycles into the next period\n", got, strays,
-	       empty, spins, past);
+	       "%lu loop iterations; counter at %lu cycles into the next period\n",
+	       got, strays, empty, spins, past);
 	/*
 	 * A few more may land between the loop's test and the GLOBAL_CTRL
 	 * write: host overflows come some 10-50 us after the wrap (task-clock hrtimer), which is
@@ -102,14 +102,15 @@ int main(uint64_t arg)
 	 * disable the counter in between. Then the count says it wrapped, and
 	 * its PMI follows (this read folded the count).
 	 */
-	report(past < period || pmis > got, "the counter is within its period after the last reload, "
+	report(past < period || pmis > got,
+	       "the counter is within its period after the last reload, "
 	       "or its overflow raised a PMI");
 
 	/* disabled: no more PMIs, whatever time passes */
 	for (spins = 0; spins < 1000; spins++)
-		__asm__ volatile("" ::: "memory");	/* room for the PMI of the read above */
+		__asm__ volatile("" ::: "memory"); /* room for the PMI of the read above */
 	after = pmis;
-	for (spins = 0; spins < 2000000; spins++)	/* ~50 ms: 50 periods */
+	for (spins = 0; spins < 2000000; spins++) /* ~50 ms: 50 periods */
 		__asm__ volatile("" ::: "memory");
 	report(pmis == after, "no PMI with GLOBAL_CTRL 0 (%u more)", pmis - after);
 	/*

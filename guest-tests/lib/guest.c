@@ -9,7 +9,7 @@ void putc_serial(char c)
 {
 	while (!(inb(COM1 + 5) & 0x20))
 		;
-	outb(COM1, (uint8_t)c);
+	outb(COM1, (uint8_t) c);
 }
 
 void puts_serial(const char *s)
@@ -51,8 +51,12 @@ static void vprintf_serial(const char *fmt, va_list ap)
 		while (*fmt == 'l')
 			lng++, fmt++;
 		switch (*fmt) {
-		case 's': puts_serial(va_arg(ap, const char *)); break;
-		case 'c': putc_serial((char)va_arg(ap, int)); break;
+		case 's':
+			puts_serial(va_arg(ap, const char *));
+			break;
+		case 'c':
+			putc_serial((char) va_arg(ap, int));
+			break;
 		case 'd': {
 			int64_t v = lng ? va_arg(ap, int64_t) : va_arg(ap, int);
 
@@ -60,14 +64,27 @@ static void vprintf_serial(const char *fmt, va_list ap)
 				putc_serial('-');
 				v = -v;
 			}
-			put_num((uint64_t)v, 10, width, pad);
+			put_num((uint64_t) v, 10, width, pad);
 			break;
 		}
-		case 'u': put_num(lng ? va_arg(ap, uint64_t) : va_arg(ap, unsigned int), 10, width, pad); break;
-		case 'x': put_num(lng ? va_arg(ap, uint64_t) : va_arg(ap, unsigned int), 16, width, pad); break;
-		case 'p': puts_serial("0x"); put_num((uint64_t)va_arg(ap, void *), 16, width, pad); break;
-		case '%': putc_serial('%'); break;
-		default: putc_serial('?'); break;
+		case 'u':
+			put_num(lng ? va_arg(ap, uint64_t) : va_arg(ap, unsigned int), 10, width,
+				pad);
+			break;
+		case 'x':
+			put_num(lng ? va_arg(ap, uint64_t) : va_arg(ap, unsigned int), 16, width,
+				pad);
+			break;
+		case 'p':
+			puts_serial("0x");
+			put_num((uint64_t) va_arg(ap, void *), 16, width, pad);
+			break;
+		case '%':
+			putc_serial('%');
+			break;
+		default:
+			putc_serial('?');
+			break;
 		}
 	}
 }
@@ -83,7 +100,7 @@ void printf(const char *fmt, ...)
 
 void exit(int code)
 {
-	outl(0xf4, (uint32_t)code);
+	outl(0xf4, (uint32_t) code);
 	for (;;)
 		__asm__ volatile("cli; hlt");
 }
@@ -120,7 +137,7 @@ static bool fixup_exception(struct frame *f)
 {
 	for (const struct extable_entry *e = __start_extable; e < __stop_extable; e++) {
 		if (e->insn == f->rip) {
-			fault_vector = (int)f->vector;
+			fault_vector = (int) f->vector;
 			f->rip = e->fixup;
 			return true;
 		}
@@ -128,10 +145,10 @@ static bool fixup_exception(struct frame *f)
 	return false;
 }
 
-#define SAFE_INSN(insn)                                   \
-	"1: " insn "\n2:\n"                                \
-	".pushsection .extable, \"a\"\n"                     \
-	".balign 8\n.quad 1b, 2b\n"                         \
+#define SAFE_INSN(insn)                                                                            \
+	"1: " insn "\n2:\n"                                                                        \
+	".pushsection .extable, \"a\"\n"                                                           \
+	".balign 8\n.quad 1b, 2b\n"                                                                \
 	".popsection\n"
 
 int rdmsr_safe(uint32_t msr, uint64_t *ret)
@@ -140,22 +157,23 @@ int rdmsr_safe(uint32_t msr, uint64_t *ret)
 
 	fault_vector = 0;
 	__asm__ volatile(SAFE_INSN("rdmsr") : "+a"(lo), "+d"(hi) : "c"(msr) : "memory");
-	*ret = fault_vector ? 0 : (uint64_t)hi << 32 | lo;
+	*ret = fault_vector ? 0 : (uint64_t) hi << 32 | lo;
 	return fault_vector;
 }
 
 int wrmsr_safe(uint32_t msr, uint64_t val)
 {
 	fault_vector = 0;
-	__asm__ volatile(SAFE_INSN("wrmsr") :: "c"(msr), "a"((uint32_t)val),
-			 "d"((uint32_t)(val >> 32)) : "memory");
+	__asm__ volatile(SAFE_INSN("wrmsr")::"c"(msr), "a"((uint32_t) val),
+			 "d"((uint32_t) (val >> 32))
+			 : "memory");
 	return fault_vector;
 }
 
 bool cpu_brand_has(const char *want)
 {
-	uint32_t w[13] = { 0 };	/* 48 bytes and a terminating zero */
-	const char *s = (const char *)w;
+	uint32_t w[13] = { 0 }; /* 48 bytes and a terminating zero */
+	const char *s = (const char *) w;
 
 	if (cpuid_regs(0x80000000, 0).a < 0x80000004)
 		return false;
@@ -178,7 +196,7 @@ int rdpmc_safe(uint32_t ecx, uint64_t *ret)
 
 	fault_vector = 0;
 	__asm__ volatile(SAFE_INSN("rdpmc") : "+a"(lo), "+d"(hi) : "c"(ecx) : "memory");
-	*ret = fault_vector ? 0 : (uint64_t)hi << 32 | lo;
+	*ret = fault_vector ? 0 : (uint64_t) hi << 32 | lo;
 	return fault_vector;
 }
 
@@ -191,8 +209,8 @@ void isr_dispatch(struct frame *f)
 		handlers[f->vector](f);
 		return;
 	}
-	printf("unexpected exception %u (error %lx) at rip %lx\n", (unsigned int)f->vector, f->error,
-	       f->rip);
+	printf("unexpected exception %u (error %lx) at rip %lx\n", (unsigned int) f->vector,
+	       f->error, f->rip);
 	exit(0x7f);
 }
 
@@ -201,22 +219,22 @@ void idt_init(void)
 	struct {
 		uint16_t limit;
 		uint64_t base;
-	} __attribute__((packed)) d = { sizeof(idt) - 1, (uint64_t)idt };
+	} __attribute__((packed)) d = { sizeof(idt) - 1, (uint64_t) idt };
 	uint16_t cs;
 
 	__asm__ volatile("mov %%cs, %0" : "=r"(cs));
 	for (int i = 0; i < 256; i++) {
 		uint64_t a = isr_stubs[i];
 
-		idt[i].off0 = (uint16_t)a;
+		idt[i].off0 = (uint16_t) a;
 		idt[i].sel = cs;
 		idt[i].ist = 0;
-		idt[i].type = 0x8e;	/* present, DPL 0, 64-bit interrupt gate */
-		idt[i].off1 = (uint16_t)(a >> 16);
-		idt[i].off2 = (uint32_t)(a >> 32);
+		idt[i].type = 0x8e; /* present, DPL 0, 64-bit interrupt gate */
+		idt[i].off1 = (uint16_t) (a >> 16);
+		idt[i].off2 = (uint32_t) (a >> 32);
 		idt[i].zero = 0;
 	}
-	__asm__ volatile("lidt %0" :: "m"(d));
+	__asm__ volatile("lidt %0" ::"m"(d));
 }
 
 /* ---- local APIC ---- */
@@ -226,7 +244,7 @@ void x2apic_enable(void)
 {
 	wrmsr(MSR_IA32_APIC_BASE, rdmsr(MSR_IA32_APIC_BASE) | (1u << 11) | (1u << 10));
 	x2apic = true;
-	apic_write(APIC_SVR, 0x1ff);	/* enabled, spurious vector 0xff */
+	apic_write(APIC_SVR, 0x1ff); /* enabled, spurious vector 0xff */
 }
 
 /*
@@ -253,8 +271,8 @@ bool apic_x2apic_mode(void)
 uint32_t apic_read(unsigned int reg)
 {
 	if (x2apic)
-		return (uint32_t)rdmsr(0x800 + reg / 16);
-	return *(volatile uint32_t *)(XAPIC_BASE + reg);
+		return (uint32_t) rdmsr(0x800 + reg / 16);
+	return *(volatile uint32_t *) (XAPIC_BASE + reg);
 }
 
 void apic_write(unsigned int reg, uint32_t val)
@@ -262,7 +280,7 @@ void apic_write(unsigned int reg, uint32_t val)
 	if (x2apic)
 		wrmsr(0x800 + reg / 16, val);
 	else
-		*(volatile uint32_t *)(XAPIC_BASE + reg) = val;
+		*(volatile uint32_t *) (XAPIC_BASE + reg) = val;
 }
 
 void apic_eoi(void)
@@ -291,7 +309,7 @@ static uint64_t *next_table(uint64_t *e, bool large_ok_here)
 
 	if (!(*e & PTE_P)) {
 		t = new_table();
-		*e = (uint64_t)t | PTE_P | PTE_W | PTE_U;
+		*e = (uint64_t) t | PTE_P | PTE_W | PTE_U;
 		return t;
 	}
 	if (large_ok_here && (*e & PTE_PS)) {
@@ -300,17 +318,17 @@ static uint64_t *next_table(uint64_t *e, bool large_ok_here)
 
 		t = new_table();
 		for (int i = 0; i < 512; i++)
-			t[i] = (base + (uint64_t)i * 4096) | flags | PTE_P;
-		*e = (uint64_t)t | (*e & 0x1f);
+			t[i] = (base + (uint64_t) i * 4096) | flags | PTE_P;
+		*e = (uint64_t) t | (*e & 0x1f);
 		write_cr3(read_cr3());
 		return t;
 	}
-	return (uint64_t *)(*e & PTE_ADDR);
+	return (uint64_t *) (*e & PTE_ADDR);
 }
 
 static uint64_t *walk_to_pte(uint64_t va, bool create)
 {
-	uint64_t *t = (uint64_t *)(read_cr3() & PTE_ADDR);
+	uint64_t *t = (uint64_t *) (read_cr3() & PTE_ADDR);
 
 	for (int level = 3; level >= 1; level--) {
 		uint64_t *e = &t[(va >> (12 + 9 * level)) & 511];

@@ -6,29 +6,29 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define MSR_IA32_PMC0			0x0c1
-#define MSR_IA32_PERFEVTSEL0		0x186
-#define MSR_IA32_DEBUGCTL		0x1d9
-#define MSR_CORE_PERF_FIXED_CTR0	0x309
-#define MSR_CORE_PERF_FIXED_CTR_CTRL	0x38d
-#define MSR_CORE_PERF_GLOBAL_STATUS	0x38e
-#define MSR_CORE_PERF_GLOBAL_CTRL	0x38f
-#define MSR_CORE_PERF_GLOBAL_OVF_CTRL	0x390
-#define MSR_IA32_PMC0_FULL		0x4c1
-#define MSR_IA32_PERF_CAPABILITIES	0x345
-#define MSR_IA32_PEBS_ENABLE		0x3f1
-#define MSR_PEBS_DATA_CFG		0x3f2
-#define MSR_IA32_DS_AREA		0x600
-#define MSR_LVT_PMI			0x834	/* x2APIC LVT performance counter */
-#define MSR_IA32_APIC_BASE		0x01b
-#define PERF_CAP_PEBS_FORMAT(cap)	(((cap) >> 8) & 0xf)
-#define GLOBAL_STATUS_BUFFER_OVF	(1ull << 62)
-#define DEBUGCTL_FREEZE_PERFMON_ON_PMI	(1ull << 12)
-#define EVTSEL_USR	(1ull << 16)
-#define EVTSEL_OS	(1ull << 17)
-#define EVTSEL_INT	(1ull << 20)
-#define EVTSEL_EN	(1ull << 22)
-#define EVTSEL_ADAPTIVE	(1ull << 34)	/* Adaptive_Record, PEBS format 4+ */
+#define MSR_IA32_PMC0		       0x0c1
+#define MSR_IA32_PERFEVTSEL0	       0x186
+#define MSR_IA32_DEBUGCTL	       0x1d9
+#define MSR_CORE_PERF_FIXED_CTR0       0x309
+#define MSR_CORE_PERF_FIXED_CTR_CTRL   0x38d
+#define MSR_CORE_PERF_GLOBAL_STATUS    0x38e
+#define MSR_CORE_PERF_GLOBAL_CTRL      0x38f
+#define MSR_CORE_PERF_GLOBAL_OVF_CTRL  0x390
+#define MSR_IA32_PMC0_FULL	       0x4c1
+#define MSR_IA32_PERF_CAPABILITIES     0x345
+#define MSR_IA32_PEBS_ENABLE	       0x3f1
+#define MSR_PEBS_DATA_CFG	       0x3f2
+#define MSR_IA32_DS_AREA	       0x600
+#define MSR_LVT_PMI		       0x834 /* x2APIC LVT performance counter */
+#define MSR_IA32_APIC_BASE	       0x01b
+#define PERF_CAP_PEBS_FORMAT(cap)      (((cap) >> 8) & 0xf)
+#define GLOBAL_STATUS_BUFFER_OVF       (1ull << 62)
+#define DEBUGCTL_FREEZE_PERFMON_ON_PMI (1ull << 12)
+#define EVTSEL_USR		       (1ull << 16)
+#define EVTSEL_OS		       (1ull << 17)
+#define EVTSEL_INT		       (1ull << 20)
+#define EVTSEL_EN		       (1ull << 22)
+#define EVTSEL_ADAPTIVE		       (1ull << 34) /* Adaptive_Record, PEBS format 4+ */
 
 struct frame {
 	uint64_t r15, r14, r13, r12, r11, r10, r9, r8;
@@ -39,22 +39,37 @@ struct frame {
 
 typedef void (*handler_fn)(struct frame *f);
 
-static inline void outb(uint16_t port, uint8_t v) { __asm__ volatile("outb %0, %1" :: "a"(v), "Nd"(port)); }
-static inline void outw(uint16_t port, uint16_t v) { __asm__ volatile("outw %0, %1" :: "a"(v), "Nd"(port)); }
-static inline void outl(uint16_t port, uint32_t v) { __asm__ volatile("outl %0, %1" :: "a"(v), "Nd"(port)); }
-static inline uint8_t inb(uint16_t port) { uint8_t v; __asm__ volatile("inb %1, %0" : "=a"(v) : "Nd"(port)); return v; }
+static inline void outb(uint16_t port, uint8_t v)
+{
+	__asm__ volatile("outb %0, %1" ::"a"(v), "Nd"(port));
+}
+static inline void outw(uint16_t port, uint16_t v)
+{
+	__asm__ volatile("outw %0, %1" ::"a"(v), "Nd"(port));
+}
+static inline void outl(uint16_t port, uint32_t v)
+{
+	__asm__ volatile("outl %0, %1" ::"a"(v), "Nd"(port));
+}
+static inline uint8_t inb(uint16_t port)
+{
+	uint8_t v;
+	__asm__ volatile("inb %1, %0" : "=a"(v) : "Nd"(port));
+	return v;
+}
 
 static inline uint64_t rdmsr(uint32_t msr)
 {
 	uint32_t lo, hi;
 
 	__asm__ volatile("rdmsr" : "=a"(lo), "=d"(hi) : "c"(msr));
-	return (uint64_t)hi << 32 | lo;
+	return (uint64_t) hi << 32 | lo;
 }
 
 static inline void wrmsr(uint32_t msr, uint64_t v)
 {
-	__asm__ volatile("wrmsr" :: "c"(msr), "a"((uint32_t)v), "d"((uint32_t)(v >> 32)) : "memory");
+	__asm__ volatile("wrmsr" ::"c"(msr), "a"((uint32_t) v), "d"((uint32_t) (v >> 32))
+			 : "memory");
 }
 
 static inline uint64_t rdpmc(uint32_t c)
@@ -62,7 +77,7 @@ static inline uint64_t rdpmc(uint32_t c)
 	uint32_t lo, hi;
 
 	__asm__ volatile("rdpmc" : "=a"(lo), "=d"(hi) : "c"(c));
-	return (uint64_t)hi << 32 | lo;
+	return (uint64_t) hi << 32 | lo;
 }
 
 static inline uint64_t rdtsc(void)
@@ -70,16 +85,24 @@ static inline uint64_t rdtsc(void)
 	uint32_t lo, hi;
 
 	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-	return (uint64_t)hi << 32 | lo;
+	return (uint64_t) hi << 32 | lo;
 }
 
 static inline void cpuid(uint32_t leaf, uint32_t sub, uint32_t *r)
 {
-	__asm__ volatile("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(sub));
+	__asm__ volatile("cpuid"
+			 : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3])
+			 : "a"(leaf), "c"(sub));
 }
 
-static inline void sti(void) { __asm__ volatile("sti" ::: "memory"); }
-static inline void cli(void) { __asm__ volatile("cli" ::: "memory"); }
+static inline void sti(void)
+{
+	__asm__ volatile("sti" ::: "memory");
+}
+static inline void cli(void)
+{
+	__asm__ volatile("cli" ::: "memory");
+}
 
 void putc_serial(char c);
 void puts_serial(const char *s);
@@ -124,13 +147,13 @@ bool cpu_brand_has(const char *want);
  * xAPIC MMIO offset (SDM Vol. 3A Table 11-1); in x2APIC mode the MSR is
  * 0x800 + offset / 16 (Table 11-6).
  */
-#define APIC_EOI		0x0b0
-#define APIC_SVR		0x0f0
-#define APIC_LVTPC		0x340
-#define APIC_LVT_MASKED		(1u << 16)
-#define APIC_DM_NMI		(4u << 8)
-#define XAPIC_BASE		0xfee00000ull
-void xapic_enable(void);	/* maps the xAPIC page uncached and enables it */
+#define APIC_EOI	0x0b0
+#define APIC_SVR	0x0f0
+#define APIC_LVTPC	0x340
+#define APIC_LVT_MASKED (1u << 16)
+#define APIC_DM_NMI	(4u << 8)
+#define XAPIC_BASE	0xfee00000ull
+void xapic_enable(void); /* maps the xAPIC page uncached and enables it */
 bool apic_x2apic_mode(void);
 uint32_t apic_read(unsigned int reg);
 void apic_write(unsigned int reg, uint32_t val);
@@ -139,12 +162,12 @@ void apic_write(unsigned int reg, uint32_t val);
  * Page tables the test can change: the loader's 4-level tables (CR3) with
  * new tables taken from a static pool; a 2 MiB page is split on demand.
  */
-#define PTE_P		(1ull << 0)
-#define PTE_W		(1ull << 1)
-#define PTE_U		(1ull << 2)
-#define PTE_PCD		(1ull << 4)
-#define PTE_PS		(1ull << 7)
-#define PTE_ADDR	0x000ffffffffff000ull
+#define PTE_P	 (1ull << 0)
+#define PTE_W	 (1ull << 1)
+#define PTE_U	 (1ull << 2)
+#define PTE_PCD	 (1ull << 4)
+#define PTE_PS	 (1ull << 7)
+#define PTE_ADDR 0x000ffffffffff000ull
 
 static inline uint64_t read_cr3(void)
 {
@@ -154,8 +177,14 @@ static inline uint64_t read_cr3(void)
 	return v;
 }
 
-static inline void write_cr3(uint64_t v) { __asm__ volatile("mov %0, %%cr3" :: "r"(v) : "memory"); }
-static inline void invlpg(uint64_t va) { __asm__ volatile("invlpg (%0)" :: "r"(va) : "memory"); }
+static inline void write_cr3(uint64_t v)
+{
+	__asm__ volatile("mov %0, %%cr3" ::"r"(v) : "memory");
+}
+static inline void invlpg(uint64_t va)
+{
+	__asm__ volatile("invlpg (%0)" ::"r"(va) : "memory");
+}
 
 /* Map the 4 KiB page at va onto pa with flags (PTE_P is implied) and flush it. */
 void map_page(uint64_t va, uint64_t pa, uint64_t flags);

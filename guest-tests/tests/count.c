@@ -44,39 +44,39 @@
  */
 #include "guest.h"
 
-#define MSR_IA32_PERFEVTSEL(i)	(MSR_IA32_PERFEVTSEL0 + (i))
-#define MSR_IA32_PMC(i)		(MSR_IA32_PMC0 + (i))
-#define MSR_FIXED_CTR(i)	(MSR_CORE_PERF_FIXED_CTR0 + (i))
-#define EVTSEL_EDGE		(1ull << 18)
-#define EVTSEL_INV		(1ull << 23)
-#define EVTSEL_CMASK(n)		((uint64_t)(n) << 24)
-#define GLOBAL_FIXED(i)		(1ull << (32 + (i)))
-#define FIXED_OS		1ull
-#define FIXED_USR		2ull
-#define FIXED_FIELD(i, v)	((uint64_t)(v) << (4 * (i)))
-#define RDPMC_FIXED		(1u << 30)
+#define MSR_IA32_PERFEVTSEL(i) (MSR_IA32_PERFEVTSEL0 + (i))
+#define MSR_IA32_PMC(i)	       (MSR_IA32_PMC0 + (i))
+#define MSR_FIXED_CTR(i)       (MSR_CORE_PERF_FIXED_CTR0 + (i))
+#define EVTSEL_EDGE	       (1ull << 18)
+#define EVTSEL_INV	       (1ull << 23)
+#define EVTSEL_CMASK(n)	       ((uint64_t) (n) << 24)
+#define GLOBAL_FIXED(i)	       (1ull << (32 + (i)))
+#define FIXED_OS	       1ull
+#define FIXED_USR	       2ull
+#define FIXED_FIELD(i, v)      ((uint64_t) (v) << (4 * (i)))
+#define RDPMC_FIXED	       (1u << 30)
 
 /* architectural events (SDM Vol. 3B Table 21-1) */
-#define EV_CYCLES	0x003c	/* UnHalted Core Cycles */
-#define EV_REF_XCLK	0x013c	/* UnHalted Reference Cycles (crystal clock) */
-#define EV_INST		0x00c0	/* Instructions Retired */
-#define EV_BRANCH	0x00c4	/* Branch Instructions Retired */
-#define RING		(EVTSEL_USR | EVTSEL_OS)
+#define EV_CYCLES   0x003c /* UnHalted Core Cycles */
+#define EV_REF_XCLK 0x013c /* UnHalted Reference Cycles (crystal clock) */
+#define EV_INST	    0x00c0 /* Instructions Retired */
+#define EV_BRANCH   0x00c4 /* Branch Instructions Retired */
+#define RING	    (EVTSEL_USR | EVTSEL_OS)
 
 /* our own descriptors, the loader's kernel selectors kept where they were */
-#define KERNEL_CS	0x08
-#define KERNEL_DS	0x10
-#define USER_DS		(0x18 | 3)
-#define USER_CS		(0x20 | 3)
-#define TSS_SEL		0x28
-#define USER_VECTOR	0x81
+#define KERNEL_CS   0x08
+#define KERNEL_DS   0x10
+#define USER_DS	    (0x18 | 3)
+#define USER_CS	    (0x20 | 3)
+#define TSS_SEL	    0x28
+#define USER_VECTOR 0x81
 
-#define str(x)		#x
-#define xstr(x)		str(x)
+#define str(x)	#x
+#define xstr(x) str(x)
 
 static unsigned int nr_gp, nr_fixed;
-static bool exact;		/* the exact-counting emulator: counts are checked exactly */
-static uint32_t xclk_den, xclk_num;	/* CPUID.15H EAX, EBX */
+static bool exact;		    /* the exact-counting emulator: counts are checked exactly */
+static uint32_t xclk_den, xclk_num; /* CPUID.15H EAX, EBX */
 
 void count_loop(uint64_t ctrl, uint32_t n);
 void count_rdpmc(uint64_t ctrl, uint32_t n, uint32_t rdpmc_ecx, uint32_t msr);
@@ -85,8 +85,7 @@ extern char user_entry[], user_int_end[], user_gate[], user_page[];
 uint64_t mid_rdpmc, mid_rdmsr, ring0_rsp;
 uint64_t frame_rip, frame_cs, frame_rsp, frame_ss;
 
-__asm__(
-	".pushsection .text\n"
+__asm__(".pushsection .text\n"
 	/* rdi = GLOBAL_CTRL value, esi = N */
 	".globl count_loop\n"
 	"count_loop:\n\t"
@@ -156,70 +155,85 @@ __asm__(
 	"push %r15\n\t"
 	"pushfq\n\t"
 	"mov %rsp, ring0_rsp(%rip)\n\t"
-	"mov $" xstr(USER_DS) ", %eax\n\t"
-	"mov %eax, %ds\n\t"
-	"mov %eax, %es\n\t"
-	"pushq $" xstr(USER_DS) "\n\t"
-	"lea user_stack+4096(%rip), %rax\n\t"
-	"push %rax\n\t"
-	"pushq $2\n\t"			/* RFLAGS: IF = 0, IOPL 0 */
-	"pushq $" xstr(USER_CS) "\n\t"
-	"lea user_entry(%rip), %rax\n\t"
-	"push %rax\n\t"
-	"mov %rdi, %rax\n\t"
-	"mov %rdi, %rdx\n\t"
-	"shr $32, %rdx\n\t"
-	"mov $0x38f, %ecx\n\t"
-	"wrmsr\n\t"			/* OS #1: counting starts */
-	"iretq\n"			/* OS #2 */
+	"mov $" xstr(
+		USER_DS) ", %eax\n\t"
+			 "mov %eax, %ds\n\t"
+			 "mov %eax, %es\n\t"
+			 "pushq $" xstr(
+				 USER_DS) "\n\t"
+					  "lea user_stack+4096(%rip), %rax\n\t"
+					  "push %rax\n\t"
+					  "pushq $2\n\t" /* RFLAGS: IF = 0, IOPL 0 */
+					  "pushq $" xstr(
+						  USER_CS) "\n\t"
+							   "lea user_entry(%rip), %rax\n\t"
+							   "push %rax\n\t"
+							   "mov %rdi, %rax\n\t"
+							   "mov %rdi, %rdx\n\t"
+							   "shr $32, %rdx\n\t"
+							   "mov $0x38f, %ecx\n\t"
+							   "wrmsr\n\t" /* OS #1: counting starts */
+							   "iretq\n"   /* OS #2 */
 
-	/* The DPL-3 gate's target, at CPL 0 on the TSS RSP0 stack. */
-	".globl user_gate\n"
-	"user_gate:\n\t"
-	"xor %eax, %eax\n\t"		/* OS #3 */
-	"xor %edx, %edx\n\t"		/* OS #4 */
-	"mov $0x38f, %ecx\n\t"		/* OS #5 */
-	"wrmsr\n\t"			/* counting stops */
-	"mov 0(%rsp), %rax\n\t"
-	"mov %rax, frame_rip(%rip)\n\t"
-	"mov 8(%rsp), %rax\n\t"
-	"mov %rax, frame_cs(%rip)\n\t"
-	"mov 24(%rsp), %rax\n\t"
-	"mov %rax, frame_rsp(%rip)\n\t"
-	"mov 32(%rsp), %rax\n\t"
-	"mov %rax, frame_ss(%rip)\n\t"
-	"mov $" xstr(KERNEL_DS) ", %eax\n\t"
-	"mov %eax, %ds\n\t"
-	"mov %eax, %es\n\t"
-	"mov %eax, %ss\n\t"
-	"mov ring0_rsp(%rip), %rsp\n\t"
-	"popfq\n\t"
-	"pop %r15\n\t"
-	"pop %r14\n\t"
-	"pop %r13\n\t"
-	"pop %r12\n\t"
-	"pop %rbp\n\t"
-	"pop %rbx\n\t"
-	"ret\n"
-	".popsection\n"
+							   /* The DPL-3 gate's target, at CPL 0 on
+							      the TSS RSP0 stack. */
+							   ".globl user_gate\n"
+							   "user_gate:\n\t"
+							   "xor %eax, %eax\n\t"	  /* OS #3 */
+							   "xor %edx, %edx\n\t"	  /* OS #4 */
+							   "mov $0x38f, %ecx\n\t" /* OS #5 */
+							   "wrmsr\n\t" /* counting stops */
+							   "mov 0(%rsp), %rax\n\t"
+							   "mov %rax, frame_rip(%rip)\n\t"
+							   "mov 8(%rsp), %rax\n\t"
+							   "mov %rax, frame_cs(%rip)\n\t"
+							   "mov 24(%rsp), %rax\n\t"
+							   "mov %rax, frame_rsp(%rip)\n\t"
+							   "mov 32(%rsp), %rax\n\t"
+							   "mov %rax, frame_ss(%rip)\n\t"
+							   "mov $" xstr(
+								   KERNEL_DS) ", %eax\n\t"
+									      "mov %eax, %ds\n\t"
+									      "mov %eax, %es\n\t"
+									      "mov %eax, %ss\n\t"
+									      "mov "
+									      "ring0_rsp(%rip), "
+									      "%rsp\n\t"
+									      "popfq\n\t"
+									      "pop %r15\n\t"
+									      "pop %r14\n\t"
+									      "pop %r13\n\t"
+									      "pop %r12\n\t"
+									      "pop %rbp\n\t"
+									      "pop %rbx\n\t"
+									      "ret\n"
+									      ".popsection\n"
 
-	/* The ring-3 code, alone in its 4 KiB page: the only code page with U set. */
-	".pushsection .text.user, \"ax\"\n"
-	".balign 4096\n"
-	".globl user_page\n"
-	"user_page:\n"
-	".globl user_entry\n"
-	"user_entry:\n\t"
-	"mov %esi, %ecx\n"		/* USR #1 */
-	"1:\n\t"
-	"dec %ecx\n\t"
-	"jnz 1b\n\t"			/* USR #2 .. #2N+1 */
-	"int $" xstr(USER_VECTOR) "\n"	/* USR #2N+2 */
-	".globl user_int_end\n"
-	"user_int_end:\n\t"
-	"ud2\n"
-	".balign 4096\n"
-	".popsection\n");
+									      /* The ring-3 code,
+										 alone in its 4 KiB
+										 page: the only code
+										 page with U set. */
+									      ".pushsection "
+									      ".text.user, \"ax\"\n"
+									      ".balign 4096\n"
+									      ".globl user_page\n"
+									      "user_page:\n"
+									      ".globl user_entry\n"
+									      "user_entry:\n\t"
+									      "mov %esi, %ecx\n" /* USR #1 */
+									      "1:\n\t"
+									      "dec %ecx\n\t"
+									      "jnz 1b\n\t" /* USR #2
+											      ..
+											      #2N+1
+											    */
+									      "int $" xstr(
+										      USER_VECTOR) "\n" /* USR #2N+2 */
+												   ".globl user_int_end\n"
+												   "user_int_end:\n\t"
+												   "ud2\n"
+												   ".balign 4096\n"
+												   ".popsection\n");
 
 uint8_t user_stack[4096] __attribute__((aligned(4096)));
 static uint8_t ring0_stack[4096] __attribute__((aligned(16)));
@@ -236,11 +250,12 @@ struct tss64 {
 static struct tss64 tss __attribute__((aligned(16)));
 static uint64_t gdt[7] __attribute__((aligned(16))) = {
 	0,
-	0x00af9b000000ffffull,	/* 0x08 kernel code, 64-bit */
-	0x00cf93000000ffffull,	/* 0x10 kernel data */
-	0x00cff3000000ffffull,	/* 0x18 user data, DPL 3 */
-	0x00affb000000ffffull,	/* 0x20 user code, 64-bit, DPL 3 */
-	0, 0,			/* 0x28 the TSS, 16 bytes */
+	0x00af9b000000ffffull, /* 0x08 kernel code, 64-bit */
+	0x00cf93000000ffffull, /* 0x10 kernel data */
+	0x00cff3000000ffffull, /* 0x18 user data, DPL 3 */
+	0x00affb000000ffffull, /* 0x20 user code, 64-bit, DPL 3 */
+	0,
+	0, /* 0x28 the TSS, 16 bytes */
 };
 
 struct desc_ptr {
@@ -251,51 +266,53 @@ struct desc_ptr {
 /* SDM Vol. 3A 8.2.3 (64-bit TSS descriptor), 3.4.5 (segment descriptors) */
 static void gdt_load(void)
 {
-	uint64_t base = (uint64_t)&tss, limit = sizeof(tss) - 1;
-	struct desc_ptr d = { sizeof(gdt) - 1, (uint64_t)gdt };
+	uint64_t base = (uint64_t) &tss, limit = sizeof(tss) - 1;
+	struct desc_ptr d = { sizeof(gdt) - 1, (uint64_t) gdt };
 
-	tss.rsp[0] = (uint64_t)(ring0_stack + sizeof(ring0_stack));
-	tss.iomap_base = sizeof(tss);	/* no I/O bitmap: ring 3 may not do I/O */
+	tss.rsp[0] = (uint64_t) (ring0_stack + sizeof(ring0_stack));
+	tss.iomap_base = sizeof(tss); /* no I/O bitmap: ring 3 may not do I/O */
 	gdt[5] = (limit & 0xffff) | (base & 0xffffff) << 16 | 0x89ull << 40 |
 		 (limit >> 16 & 0xf) << 48 | (base >> 24 & 0xff) << 56;
 	gdt[6] = base >> 32;
-	__asm__ volatile("lgdt %0\n\t"
-			 "pushq $" xstr(KERNEL_CS) "\n\t"
-			 "lea 1f(%%rip), %%rax\n\t"
-			 "push %%rax\n\t"
-			 "lretq\n"
-			 "1:\n\t"
-			 "mov $" xstr(KERNEL_DS) ", %%eax\n\t"
-			 "mov %%eax, %%ds\n\t"
-			 "mov %%eax, %%es\n\t"
-			 "mov %%eax, %%ss\n\t"
-			 "mov $" xstr(TSS_SEL) ", %%eax\n\t"
-			 "ltr %%ax"
-			 :: "m"(d) : "rax", "memory");
+	__asm__ volatile(
+		"lgdt %0\n\t"
+		"pushq $" xstr(
+			KERNEL_CS) "\n\t"
+				   "lea 1f(%%rip), %%rax\n\t"
+				   "push %%rax\n\t"
+				   "lretq\n"
+				   "1:\n\t"
+				   "mov $" xstr(KERNEL_DS) ", %%eax\n\t"
+							   "mov %%eax, %%ds\n\t"
+							   "mov %%eax, %%es\n\t"
+							   "mov %%eax, %%ss\n\t"
+							   "mov $" xstr(TSS_SEL) ", %%eax\n\t"
+										 "ltr %%ax" ::"m"(d)
+		: "rax", "memory");
 }
 
 /* A 64-bit interrupt gate (SDM Vol. 3A 6.14.1) with DPL 3, so INT from ring 3 may use it. */
 static void user_gate_install(void)
 {
 	struct desc_ptr d;
-	uint64_t a = (uint64_t)user_gate, *g;
+	uint64_t a = (uint64_t) user_gate, *g;
 
 	__asm__ volatile("sidt %0" : "=m"(d));
-	g = (uint64_t *)(d.base + 16 * USER_VECTOR);
-	g[0] = (a & 0xffff) | (uint64_t)KERNEL_CS << 16 | 0xeeull << 40 | (a >> 16 & 0xffff) << 48;
+	g = (uint64_t *) (d.base + 16 * USER_VECTOR);
+	g[0] = (a & 0xffff) | (uint64_t) KERNEL_CS << 16 | 0xeeull << 40 | (a >> 16 & 0xffff) << 48;
 	g[1] = a >> 32;
 }
 
 /* U on every level that maps va (the loader's PML4E/PDPTE/PDE, our own PTE). */
 static void make_user(uint64_t va)
 {
-	uint64_t *t = (uint64_t *)(read_cr3() & PTE_ADDR), *pte = pte_of(va);
+	uint64_t *t = (uint64_t *) (read_cr3() & PTE_ADDR), *pte = pte_of(va);
 
 	for (int level = 3; level >= 1; level--) {
 		uint64_t *e = &t[(va >> (12 + 9 * level)) & 511];
 
 		*e |= PTE_U;
-		t = (uint64_t *)(*e & PTE_ADDR);
+		t = (uint64_t *) (*e & PTE_ADDR);
 	}
 	*pte |= PTE_U;
 	write_cr3(read_cr3());
@@ -348,9 +365,11 @@ static void basic_counts(uint32_t n)
 	set_gp(1, EV_BRANCH | RING | EVTSEL_EN);
 	set_gp(2, EV_CYCLES | RING | EVTSEL_EN);
 	set_gp(3, EV_REF_XCLK | RING | EVTSEL_EN);
-	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, FIXED_FIELD(0, 3) | FIXED_FIELD(1, 3) | FIXED_FIELD(2, 3));
+	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL,
+	      FIXED_FIELD(0, 3) | FIXED_FIELD(1, 3) | FIXED_FIELD(2, 3));
 	count_loop(0xf | GLOBAL_FIXED(0) | GLOBAL_FIXED(1) | GLOBAL_FIXED(2), n);
-	printf("N = %u: instructions %lu, branches %lu, cycles %lu, ref xclk %lu; fixed %lu %lu %lu\n",
+	printf("N = %u: instructions %lu, branches %lu, cycles %lu, ref xclk %lu; fixed %lu %lu "
+	       "%lu\n",
 	       n, gp(0), gp(1), gp(2), gp(3), fixed(0), fixed(1), fixed(2));
 	expect("INST_RETIRED (C0H) = 2N+5", gp(0), insts);
 	expect("BR_INST_RETIRED (C4H) = N", gp(1), n);
@@ -364,8 +383,8 @@ static void basic_counts(uint32_t n)
 	} else if (exact) {
 		xclk_lo = cycles * xclk_den / xclk_num;
 		report(xclk == xclk_lo || xclk == xclk_lo + 1,
-		       "REF_XCLK (3CH/01H) = ref cycles * %u / %u: %lu (expected %lu or %lu)", xclk_den,
-		       xclk_num, xclk, xclk_lo, xclk_lo + 1);
+		       "REF_XCLK (3CH/01H) = ref cycles * %u / %u: %lu (expected %lu or %lu)",
+		       xclk_den, xclk_num, xclk, xclk_lo, xclk_lo + 1);
 	}
 	report(rdmsr(MSR_CORE_PERF_GLOBAL_STATUS) == 0, "no overflow status after counting from 0");
 }
@@ -386,19 +405,19 @@ static void ring3_counts(uint32_t n)
 	set_gp(1, EV_INST | EVTSEL_OS | EVTSEL_EN);
 	set_gp(2, EV_INST | RING | EVTSEL_EN);
 	set_gp(3, EV_BRANCH | EVTSEL_USR | EVTSEL_EN);
-	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL,
-	      FIXED_FIELD(0, FIXED_USR) | FIXED_FIELD(1, FIXED_OS) | FIXED_FIELD(2, FIXED_USR | FIXED_OS));
+	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, FIXED_FIELD(0, FIXED_USR) | FIXED_FIELD(1, FIXED_OS) |
+						    FIXED_FIELD(2, FIXED_USR | FIXED_OS));
 	frame_rip = frame_cs = frame_rsp = frame_ss = 0;
 	ring3_run(ctrl, n);
 	printf("back from ring 3: frame RIP %lx CS %lx RSP %lx SS %lx\n", frame_rip, frame_cs,
 	       frame_rsp, frame_ss);
 	report(frame_cs == USER_CS && frame_ss == USER_DS, "INT frame from CPL 3 (CS %lx, SS %lx)",
 	       frame_cs, frame_ss);
-	report(frame_rip == (uint64_t)user_int_end && frame_rsp == (uint64_t)(user_stack + 4096),
+	report(frame_rip == (uint64_t) user_int_end && frame_rsp == (uint64_t) (user_stack + 4096),
 	       "INT frame RIP after the INT, RSP the user stack");
 	printf("N = %u: inst USR %lu OS %lu both %lu, branches USR %lu; fixed 0 USR %lu, "
-	       "fixed 1 OS %lu, fixed 2 both %lu\n", n, gp(0), gp(1), gp(2), gp(3), fixed(0),
-	       fixed(1), fixed(2));
+	       "fixed 1 OS %lu, fixed 2 both %lu\n",
+	       n, gp(0), gp(1), gp(2), gp(3), fixed(0), fixed(1), fixed(2));
 	expect("INST_RETIRED USR = 2N+2", gp(0), ui);
 	expect("INST_RETIRED OS = 5", gp(1), oi);
 	expect("INST_RETIRED USR|OS = 2N+7", gp(2), ui + oi);
@@ -416,8 +435,8 @@ static void ring3_counts(uint32_t n)
 	      FIXED_FIELD(0, FIXED_OS) | FIXED_FIELD(1, FIXED_USR) | FIXED_FIELD(2, FIXED_USR));
 	ring3_run(ctrl, n);
 	printf("N = %u: branches OS %lu, cycles USR %lu OS %lu, branches both %lu; fixed 0 OS %lu, "
-	       "fixed 1 USR %lu, fixed 2 USR %lu\n", n, gp(0), gp(1), gp(2), gp(3), fixed(0),
-	       fixed(1), fixed(2));
+	       "fixed 1 USR %lu, fixed 2 USR %lu\n",
+	       n, gp(0), gp(1), gp(2), gp(3), fixed(0), fixed(1), fixed(2));
 	expect("BR_INST_RETIRED OS = 1 (IRETQ)", gp(0), ob);
 	expect("core cycles USR = 3N+2", gp(1), uc);
 	expect("core cycles OS = 6", gp(2), oc);
@@ -438,10 +457,10 @@ static void enables(uint32_t n)
 
 	report_prefix("count: enables: ");
 	pmu_reset();
-	set_gp(0, EV_INST | RING | EVTSEL_EN);		/* GLOBAL_CTRL bit 0 clear */
-	set_gp(1, EV_INST | RING);			/* EN clear */
-	set_gp(2, EV_INST | EVTSEL_EN);			/* neither USR nor OS */
-	set_gp(3, EV_INST | RING | EVTSEL_EN);		/* both: the control */
+	set_gp(0, EV_INST | RING | EVTSEL_EN); /* GLOBAL_CTRL bit 0 clear */
+	set_gp(1, EV_INST | RING);	       /* EN clear */
+	set_gp(2, EV_INST | EVTSEL_EN);	       /* neither USR nor OS */
+	set_gp(3, EV_INST | RING | EVTSEL_EN); /* both: the control */
 	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, FIXED_FIELD(1, 3) | FIXED_FIELD(2, 3));
 	/* fixed 0: GLOBAL_CTRL set, ring field 0; fixed 1: field set, GLOBAL_CTRL clear */
 	count_loop(0xe | GLOBAL_FIXED(0) | GLOBAL_FIXED(2), n);
@@ -450,7 +469,8 @@ static void enables(uint32_t n)
 	report(gp(0) == 0, "EN, GLOBAL_CTRL bit clear: does not count (%lu)", gp(0));
 	report(gp(1) == 0, "GLOBAL_CTRL bit set, EN clear: does not count (%lu)", gp(1));
 	report(gp(2) == 0, "EN without USR or OS: does not count (%lu)", gp(2));
-	report(fixed(0) == 0, "fixed 0: GLOBAL_CTRL bit set, FIXED_CTR_CTRL field 0: does not count (%lu)",
+	report(fixed(0) == 0,
+	       "fixed 0: GLOBAL_CTRL bit set, FIXED_CTR_CTRL field 0: does not count (%lu)",
 	       fixed(0));
 	report(fixed(1) == 0, "fixed 1: field OS|USR, GLOBAL_CTRL bit clear: does not count (%lu)",
 	       fixed(1));
@@ -486,8 +506,8 @@ static void cmask_inv_edge(uint32_t n)
 	set_gp(2, EV_INST | RING | EVTSEL_EN | EVTSEL_CMASK(1) | EVTSEL_INV);
 	set_gp(3, EV_INST | RING | EVTSEL_EN | EVTSEL_CMASK(2) | EVTSEL_INV);
 	count_loop(0xf, n);
-	printf("N = %u: inst cmask1 %lu cmask2 %lu inv+cmask1 %lu inv+cmask2 %lu\n", n, gp(0), gp(1),
-	       gp(2), gp(3));
+	printf("N = %u: inst cmask1 %lu cmask2 %lu inv+cmask1 %lu inv+cmask2 %lu\n", n, gp(0),
+	       gp(1), gp(2), gp(3));
 	expect("instructions CMask 1: cycles with >= 1 retired = 2N+5", gp(0), insts);
 	expect("instructions CMask 2: cycles with >= 2 retired = 0", gp(1), 0);
 	expect("instructions Inv CMask 1: cycles with none retired = N-1", gp(2), cycles - insts);
@@ -512,14 +532,17 @@ static void cmask_inv_edge(uint32_t n)
 	set_gp(2, EV_CYCLES | RING | EVTSEL_EN | EVTSEL_CMASK(1));
 	set_gp(3, EV_INST | RING | EVTSEL_EN);
 	count_loop(0xf, n);
-	printf("N = %u: inst edge %lu, inst edge+cmask1 %lu, cycles cmask1 %lu, inst %lu\n", n, gp(0),
-	       gp(1), gp(2), gp(3));
+	printf("N = %u: inst edge %lu, inst edge+cmask1 %lu, cycles cmask1 %lu, inst %lu\n", n,
+	       gp(0), gp(1), gp(2), gp(3));
 	if (exact) {
-		report(gp(0) == 0 && gp(1) == 0, "EdgeDetect is unbacked on the exact backend: never counts");
-		report(gp(2) == 0, "CMask on core cycles is unbacked on the exact backend: never counts");
+		report(gp(0) == 0 && gp(1) == 0,
+		       "EdgeDetect is unbacked on the exact backend: never counts");
+		report(gp(2) == 0,
+		       "CMask on core cycles is unbacked on the exact backend: never counts");
 		expect("instructions beside them (control) = 2N+5", gp(3), insts);
-		report_skip("EdgeDetect 0->1 transitions and CMask on cycles: the exact backend has no "
-			    "per-cycle history (unbacked, documented in README)");
+		report_skip(
+			"EdgeDetect 0->1 transitions and CMask on cycles: the exact backend has no "
+			"per-cycle history (unbacked, documented in README)");
 	}
 }
 
@@ -561,7 +584,8 @@ static void rdpmc_agrees(uint32_t n)
 		count_rdpmc(1 | GLOBAL_FIXED(0) | GLOBAL_FIXED(1), n, c[i].ecx, c[i].msr);
 		v = rdmsr(c[i].msr);
 		r = rdpmc(c[i].ecx);
-		printf("%s: RDPMC %lu then RDMSR %lu while counting; stopped: RDMSR %lu RDPMC %lu\n",
+		printf("%s: RDPMC %lu then RDMSR %lu while counting; stopped: RDMSR %lu RDPMC "
+		       "%lu\n",
 		       c[i].name, mid_rdpmc, mid_rdmsr, v, r);
 		expect(c[i].name, mid_rdpmc, k * n + c[i].at_rdpmc);
 		expect("RDMSR 5 instructions later", mid_rdmsr, k * n + c[i].at_rdmsr);
@@ -593,7 +617,8 @@ int main(uint64_t arg)
 	}
 	printf("perfmon v%u, %u GP, %u fixed counters, EBX %x; %s\n", version, nr_gp, nr_fixed, a.b,
 	       exact ? "exact-counting emulator" : "not the exact-counting emulator");
-	report(version >= 2 && nr_gp >= 4 && nr_fixed >= 3, "perfmon v2+ with 4+ GP and 3+ fixed counters");
+	report(version >= 2 && nr_gp >= 4 && nr_fixed >= 3,
+	       "perfmon v2+ with 4+ GP and 3+ fixed counters");
 	if (version < 2 || nr_gp < 4 || nr_fixed < 3)
 		return report_summary();
 	/*
@@ -607,12 +632,13 @@ int main(uint64_t arg)
 		report(!(a.b & (1u << 0 | 1u << 1 | 1u << 2 | 1u << 5)) && (a.a >> 24) >= 6,
 		       "CPUID.0AH: core cycles, instructions, ref cycles, branches available");
 	else
-		report_skip("counts are checked exactly only on the exact-counting emulator: printed here");
+		report_skip("counts are checked exactly only on the exact-counting emulator: "
+			    "printed here");
 
 	gdt_load();
 	user_gate_install();
-	make_user((uint64_t)user_page);
-	make_user((uint64_t)user_stack);
+	make_user((uint64_t) user_page);
+	make_user((uint64_t) user_stack);
 
 	basic_counts(1000);
 	basic_counts(37);

@@ -54,44 +54,44 @@
  */
 #include "guest.h"
 
-#define BIT(n)		(1ull << (n))
-#define LOWMASK(n)	((n) >= 64 ? ~0ull : BIT(n) - 1)
+#define BIT(n)	   (1ull << (n))
+#define LOWMASK(n) ((n) >= 64 ? ~0ull : BIT(n) - 1)
 
 #define MSR_PLATFORM_INFO		0x0ce
 #define MSR_IA32_MISC_ENABLE		0x1a0
 #define MSR_LBR_TOS			0x1c9
 #define MSR_PERF_METRICS		0x329
-#define MSR_CORE_PERF_GLOBAL_STATUS_SET	0x391
+#define MSR_CORE_PERF_GLOBAL_STATUS_SET 0x391
 #define MSR_CORE_PERF_GLOBAL_INUSE	0x392
-#define MSR_IA32_PEBS_BASE		0x3f4	/* architectural PEBS [NOT IN SEEDS] */
+#define MSR_IA32_PEBS_BASE		0x3f4 /* architectural PEBS [NOT IN SEEDS] */
 #define MSR_IA32_PEBS_INDEX		0x3f5
 #define MSR_LBR_INFO_0			0xdc0
-#define MSR_PMC_GP_CFG_C(i)		(0x1903 + 4 * (i))	/* [NOT IN SEEDS], Linux */
+#define MSR_PMC_GP_CFG_C(i)		(0x1903 + 4 * (i)) /* [NOT IN SEEDS], Linux */
 #define MSR_PMC_FX_CFG_C(i)		(0x1983 + 4 * (i))
 
 /* CPUID.01H [CHECKLIST §A] */
-#define CPUID1_ECX_DTES64	BIT(2)
-#define CPUID1_ECX_DS_CPL	BIT(4)
-#define CPUID1_ECX_PDCM		BIT(15)
-#define CPUID1_EDX_DS		BIT(21)
+#define CPUID1_ECX_DTES64 BIT(2)
+#define CPUID1_ECX_DS_CPL BIT(4)
+#define CPUID1_ECX_PDCM	  BIT(15)
+#define CPUID1_EDX_DS	  BIT(21)
 /* CPUID.(07H,1):EAX[8]: leaf 23H exists (Linux X86_FEATURE_ARCH_PERFMON_EXT) */
-#define CPUID7_1_EAX_PERFMON_EXT	BIT(8)
+#define CPUID7_1_EAX_PERFMON_EXT BIT(8)
 /* CPUID.0AH:EDX[15] */
-#define CPUID_A_EDX_ANY_DEPRECATED	BIT(15)
+#define CPUID_A_EDX_ANY_DEPRECATED BIT(15)
 /* CPUID.23H.0: EAX bit i = sub-leaf i valid; EAX[5] = arch PEBS (§22.10.1) */
-#define CPUID23_EAX_ARCH_PEBS	BIT(5)
-#define CPUID23_EBX_UMASK2	BIT(0)
-#define CPUID23_EBX_EQ		BIT(1)
+#define CPUID23_EAX_ARCH_PEBS BIT(5)
+#define CPUID23_EBX_UMASK2    BIT(0)
+#define CPUID23_EBX_EQ	      BIT(1)
 /* CPUID.23H.4:EBX is CFG_C bits 63:32; bit 38 = the metrics group */
-#define CPUID23_4_EBX_METRICS	BIT(38 - 32)
+#define CPUID23_4_EBX_METRICS BIT(38 - 32)
 
 /* IA32_MISC_ENABLE [CHECKLIST B.9] */
-#define MISC_EMON_AVAILABLE	BIT(7)
-#define MISC_BTS_UNAVAILABLE	BIT(11)
-#define MISC_PEBS_UNAVAILABLE	BIT(12)
+#define MISC_EMON_AVAILABLE   BIT(7)
+#define MISC_BTS_UNAVAILABLE  BIT(11)
+#define MISC_PEBS_UNAVAILABLE BIT(12)
 
 /* IA32_PERF_CAPABILITIES [CHECKLIST B.8, §22.8] */
-#define CAP_LBR_FMT(c)		((c) & 0x3f)
+#define CAP_LBR_FMT(c)		((c) &0x3f)
 #define CAP_PEBS_TRAP		BIT(6)
 #define CAP_ARCH_REG		BIT(7)
 #define CAP_SMM_FREEZE		BIT(12)
@@ -100,34 +100,34 @@
 #define CAP_PERF_METRICS	BIT(15)
 #define CAP_PEBS_OUTPUT_PT	BIT(16)
 #define CAP_TIMING_INFO		BIT(17)
-#define CAP_RDPMC_METRICS_CLEAR	BIT(19)
+#define CAP_RDPMC_METRICS_CLEAR BIT(19)
 #define PEBS_FMT_ARCH		0xf
 
-#define DEBUGCTL_FREEZE_WHILE_SMM	BIT(14)
-#define EVTSEL_ANY		BIT(21)
-#define EVTSEL_EQ		BIT(36)
-#define EVTSEL_UMASK2(v)	((uint64_t)(v) << 40)
-#define FIXED_ANY(i)		BIT(4 * (i) + 2)
-#define FIXED_OS_USR(i)		(3ull << 4 * (i))
-#define GLOBAL_FIXED(i)		BIT(32 + (i))
-#define RDPMC_FIXED		(1u << 30)
-#define RDPMC_METRICS		(1u << 29)	/* [NOT IN SEEDS], Linux */
-#define EV_REF_XCLK		0x013c		/* architectural event 2 */
-#define EV_TOPDOWN_SLOTS	7		/* its 0AH.EBX / 23H.3 bit */
+#define DEBUGCTL_FREEZE_WHILE_SMM BIT(14)
+#define EVTSEL_ANY		  BIT(21)
+#define EVTSEL_EQ		  BIT(36)
+#define EVTSEL_UMASK2(v)	  ((uint64_t) (v) << 40)
+#define FIXED_ANY(i)		  BIT(4 * (i) + 2)
+#define FIXED_OS_USR(i)		  (3ull << 4 * (i))
+#define GLOBAL_FIXED(i)		  BIT(32 + (i))
+#define RDPMC_FIXED		  (1u << 30)
+#define RDPMC_METRICS		  (1u << 29) /* [NOT IN SEEDS], Linux */
+#define EV_REF_XCLK		  0x013c     /* architectural event 2 */
+#define EV_TOPDOWN_SLOTS	  7	     /* its 0AH.EBX / 23H.3 bit */
 
 /*
  * How far to probe for counters that should not be there: PERFEVTSEL
  * 0x186-0x18F (10 GP, 2026 text, CHECKLIST B.1), fixed 0x309-0x30F.
  */
-#define GP_PROBE	10
-#define FIXED_PROBE	7
+#define GP_PROBE    10
+#define FIXED_PROBE 7
 
 static struct cpuid_regs l1, l7_1, la, l15, l23[6];
 static uint32_t max_leaf, fms;
 static unsigned int version, nr_gp, gp_width, ev_len, nr_fixed, fixed_width, pebs_fmt;
 static uint64_t gp_map, fixed_map, cap, misc;
 static bool has_cap, has_23, emulator;
-static bool rdpmc_ok;	/* RDPMC is checked: on the emulator, or wherever it reads GP 0 */
+static bool rdpmc_ok; /* RDPMC is checked: on the emulator, or wherever it reads GP 0 */
 
 static bool msr_exists(uint32_t msr)
 {
@@ -200,15 +200,14 @@ static void read_enumeration(void)
 	printf("family %xH model %02xH, max leaf %xH; 01H ECX %x EDX %x; 07H.1 EAX %x\n",
 	       family_number(), model_number(), max_leaf, l1.c, l1.d, l7_1.a);
 	printf("0AH: EAX %x EBX %x ECX %x EDX %x (v%u, %u GP x %u bits, %u fixed x %u bits, "
-	       "%u events)\n", la.a, la.b, la.c, la.d, version, nr_gp, gp_width, nr_fixed,
-	       fixed_width, ev_len);
+	       "%u events)\n",
+	       la.a, la.b, la.c, la.d, version, nr_gp, gp_width, nr_fixed, fixed_width, ev_len);
 	printf("15H: EAX %x EBX %x ECX %x\n", l15.a, l15.b, l15.c);
 	for (unsigned int i = 0; has_23 && i < 6; i++)
 		printf("23H.%u: EAX %x EBX %x ECX %x EDX %x\n", i, l23[i].a, l23[i].b, l23[i].c,
 		       l23[i].d);
-	printf("PERF_CAPABILITIES %lx (%s), MISC_ENABLE %lx, %s\n", cap,
-	       has_cap ? "reads" : "#GP", misc,
-	       emulator ? "the vpmu emulator" : "not the vpmu emulator");
+	printf("PERF_CAPABILITIES %lx (%s), MISC_ENABLE %lx, %s\n", cap, has_cap ? "reads" : "#GP",
+	       misc, emulator ? "the vpmu emulator" : "not the vpmu emulator");
 }
 
 /* CPUID.0AH on its own [CHECKLIST §A, NOT IN SEEDS layout] */
@@ -216,7 +215,8 @@ static void check_leaf_0a(void)
 {
 	report_prefix("enum: 0AH: ");
 	if (max_leaf < 0xa || !version) {
-		report_skip("no architectural perfmon (max leaf %xH, version %u)", max_leaf, version);
+		report_skip("no architectural perfmon (max leaf %xH, version %u)", max_leaf,
+			    version);
 		return;
 	}
 	report(ev_len >= 7, "EBX vector length %u covers the 7 events of Table 21-1", ev_len);
@@ -233,8 +233,10 @@ static void check_leaf_0a(void)
 	if (version < 5)
 		report(la.c == 0, "ECX %x: no fixed-counter bitmap before v5", la.c);
 	else
-		report(la.c != 0 || nr_fixed != 0, "v5: ECX bitmap %x or EDX count %u names "
-		       "fixed counters", la.c, nr_fixed);
+		report(la.c != 0 || nr_fixed != 0,
+		       "v5: ECX bitmap %x or EDX count %u names "
+		       "fixed counters",
+		       la.c, nr_fixed);
 }
 
 /* The counter MSRs and RDPMC indexes that exist are those CPUID enumerates. */
@@ -265,10 +267,12 @@ static void check_counters(void)
 			bad_rdpmc++;
 		}
 	}
-	report(!bad_gp, "IA32_PMCx and PERFEVTSELx exist for the %u enumerated GP counters "
-	       "(map %lx) and #GP past them (%u of %u wrong)", n, gp_map, bad_gp, GP_PROBE);
-	report(!(LOWMASK(nr_gp) & ~gp_map), "the %u GP counters of 0AH are in the map %lx",
-	       nr_gp, gp_map);
+	report(!bad_gp,
+	       "IA32_PMCx and PERFEVTSELx exist for the %u enumerated GP counters "
+	       "(map %lx) and #GP past them (%u of %u wrong)",
+	       n, gp_map, bad_gp, GP_PROBE);
+	report(!(LOWMASK(nr_gp) & ~gp_map), "the %u GP counters of 0AH are in the map %lx", nr_gp,
+	       gp_map);
 
 	n = 0;
 	for (unsigned int i = 0; i < FIXED_PROBE; i++) {
@@ -286,23 +290,27 @@ static void check_counters(void)
 			bad_rdpmc++;
 		}
 	}
-	report(!bad_fixed, "IA32_FIXED_CTRx exist for the %u enumerated fixed counters and #GP "
-	       "past them (%u of %u wrong)", n, bad_fixed, FIXED_PROBE);
+	report(!bad_fixed,
+	       "IA32_FIXED_CTRx exist for the %u enumerated fixed counters and #GP "
+	       "past them (%u of %u wrong)",
+	       n, bad_fixed, FIXED_PROBE);
 	if (rdpmc_ok)
-		report(!bad_rdpmc, "RDPMC reads exactly the enumerated GP and fixed counters "
-		       "(%u wrong)", bad_rdpmc);
+		report(!bad_rdpmc,
+		       "RDPMC reads exactly the enumerated GP and fixed counters "
+		       "(%u wrong)",
+		       bad_rdpmc);
 	else
 		report_skip("RDPMC faults even for GP 0 (KVM without a host PMU): not matched");
 
 	/* v2 brought the global registers, v4 GLOBAL_STATUS_SET and GLOBAL_INUSE (CHECKLIST B.2) */
 	report(msr_exists(MSR_CORE_PERF_FIXED_CTR_CTRL) == (version >= 2) &&
-	       msr_exists(MSR_CORE_PERF_GLOBAL_STATUS) == (version >= 2) &&
-	       msr_exists(MSR_CORE_PERF_GLOBAL_CTRL) == (version >= 2) &&
-	       msr_exists(MSR_CORE_PERF_GLOBAL_OVF_CTRL) == (version >= 2),
+		       msr_exists(MSR_CORE_PERF_GLOBAL_STATUS) == (version >= 2) &&
+		       msr_exists(MSR_CORE_PERF_GLOBAL_CTRL) == (version >= 2) &&
+		       msr_exists(MSR_CORE_PERF_GLOBAL_OVF_CTRL) == (version >= 2),
 	       "FIXED_CTR_CTRL, GLOBAL_STATUS/CTRL/OVF_CTRL %s (v%u)",
 	       version >= 2 ? "exist" : "#GP", version);
 	report(msr_exists(MSR_CORE_PERF_GLOBAL_STATUS_SET) == (version >= 4) &&
-	       msr_exists(MSR_CORE_PERF_GLOBAL_INUSE) == (version >= 4),
+		       msr_exists(MSR_CORE_PERF_GLOBAL_INUSE) == (version >= 4),
 	       "GLOBAL_STATUS_SET and GLOBAL_INUSE %s (v%u)", version >= 4 ? "exist" : "#GP",
 	       version);
 }
@@ -377,7 +385,7 @@ static void check_leaf_01(void)
 	       version);
 	if (!ds)
 		report((misc & (MISC_BTS_UNAVAILABLE | MISC_PEBS_UNAVAILABLE)) ==
-		       (MISC_BTS_UNAVAILABLE | MISC_PEBS_UNAVAILABLE),
+			       (MISC_BTS_UNAVAILABLE | MISC_PEBS_UNAVAILABLE),
 		       "without DS, BTS (bit 11) and PEBS (bit 12) unavailable");
 	if (!(misc & MISC_PEBS_UNAVAILABLE)) {
 		report(ds && has_cap && pebs_fmt != PEBS_FMT_ARCH,
@@ -401,8 +409,10 @@ static void check_perf_cap(void)
 		report_skip("IA32_PERF_CAPABILITIES does not exist");
 		return;
 	}
-	report(pebs_fmt <= 6 || pebs_fmt == PEBS_FMT_ARCH, "PEBS_FMT %x is a defined code "
-	       "(0000B-0110B or 1111B, CHECKLIST C.3)", pebs_fmt);
+	report(pebs_fmt <= 6 || pebs_fmt == PEBS_FMT_ARCH,
+	       "PEBS_FMT %x is a defined code "
+	       "(0000B-0110B or 1111B, CHECKLIST C.3)",
+	       pebs_fmt);
 	if (pebs_fmt >= 1 && pebs_fmt <= 6 && !(misc & MISC_PEBS_UNAVAILABLE))
 		report(cap & CAP_ARCH_REG, "legacy PEBS records hold the registers (ARCH_REG)");
 	report(!(cap & CAP_BASELINE) || (pebs_fmt >= 4 && pebs_fmt != PEBS_FMT_ARCH),
@@ -473,9 +483,10 @@ static void check_perf_cap(void)
 		report(!(cap & CAP_BASELINE) && !(cap & CAP_PEBS_OUTPUT_PT),
 		       "arch PEBS: BASELINE[14] = PEBS_OUTPUT_PT[16] = 0");
 		report((cap & (CAP_PEBS_TRAP | CAP_ARCH_REG | CAP_TIMING_INFO)) ==
-		       (CAP_PEBS_TRAP | CAP_ARCH_REG | CAP_TIMING_INFO),
+			       (CAP_PEBS_TRAP | CAP_ARCH_REG | CAP_TIMING_INFO),
 		       "arch PEBS: PEBS_TRAP[6] = ARCH_REG[7] = TIMING_INFO[17] = 1");
-		report(misc & MISC_PEBS_UNAVAILABLE, "arch PEBS: MISC_ENABLE.PEBS_UNAVAILABLE kept 1");
+		report(misc & MISC_PEBS_UNAVAILABLE,
+		       "arch PEBS: MISC_ENABLE.PEBS_UNAVAILABLE kept 1");
 	}
 }
 
@@ -506,7 +517,8 @@ static void check_evtsel_bits(void)
 	report((r == 0) == umask2, "23H.0:EBX[0] UMASK2 %u: PERFEVTSEL bits 47:40 %s", umask2,
 	       r ? "#GP" : "take");
 	r = wrmsr_safe(MSR_IA32_PERFEVTSEL0, EVTSEL_EQ);
-	report((r == 0) == eq, "23H.0:EBX[1] EQ %u: PERFEVTSEL bit 36 %s", eq, r ? "#GPs" : "takes");
+	report((r == 0) == eq, "23H.0:EBX[1] EQ %u: PERFEVTSEL bit 36 %s", eq,
+	       r ? "#GPs" : "takes");
 	wrmsr(MSR_IA32_PERFEVTSEL0, 0);
 	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, 0);
 }
@@ -549,8 +561,10 @@ static void check_leaf_23(void)
 		for (unsigned int i = 0; i < 32; i++)
 			if (((l23[1].b >> i) & 1) != fixed_enumerated(i))
 				fixed |= BIT(i);
-		report(!fixed, "sub-leaf 1 fixed bitmap %x = the 0AH fixed counters (ECX %x, "
-		       "EDX[4:0] %u)", l23[1].b, la.c, nr_fixed);
+		report(!fixed,
+		       "sub-leaf 1 fixed bitmap %x = the 0AH fixed counters (ECX %x, "
+		       "EDX[4:0] %u)",
+		       l23[1].b, la.c, nr_fixed);
 		report(l23[1].a != 0, "sub-leaf 1 GP bitmap %x names counters", l23[1].a);
 	} else {
 		report_skip("no counters sub-leaf (23H.0:EAX[1] = 0)");
@@ -558,9 +572,9 @@ static void check_leaf_23(void)
 
 	if (valid & BIT(3)) {
 		/* sub-leaf 3: bit i = architectural event i available, the inverse of 0AH.EBX */
-		uint32_t avail = ev_len >= 32 ? ~la.b : ~la.b & (uint32_t)LOWMASK(ev_len);
+		uint32_t avail = ev_len >= 32 ? ~la.b : ~la.b & (uint32_t) LOWMASK(ev_len);
 
-		report((l23[3].a & (uint32_t)LOWMASK(ev_len)) == avail,
+		report((l23[3].a & (uint32_t) LOWMASK(ev_len)) == avail,
 		       "sub-leaf 3 events %x agree with 0AH.EBX %x (length %u)", l23[3].a, la.b,
 		       ev_len);
 	} else {
@@ -588,8 +602,7 @@ static void check_leaf_23(void)
 	for (unsigned int i = 0; i < FIXED_PROBE; i++)
 		if (msr_exists(MSR_PMC_FX_CFG_C(i)) != !!(l23[5].c & BIT(i)))
 			bad++;
-	report(!bad, "IA32_PMC_GPn/FXm_CFG_C exist for exactly the PEBS counters (%u wrong)",
-	       bad);
+	report(!bad, "IA32_PMC_GPn/FXm_CFG_C exist for exactly the PEBS counters (%u wrong)", bad);
 }
 
 /*
@@ -627,10 +640,17 @@ static uint32_t table_crystal(void)
 	if (family_number() != 6)
 		return 0;
 	switch (model_number()) {
-	case 0x55: return 25000000;	/* Xeon Scalable */
-	case 0x4e: case 0x5e: case 0x8e: case 0x9e: return 24000000;
-	case 0x5c: return 19200000;	/* Goldmont */
-	default: return 0;
+	case 0x55:
+		return 25000000; /* Xeon Scalable */
+	case 0x4e:
+	case 0x5e:
+	case 0x8e:
+	case 0x9e:
+		return 24000000;
+	case 0x5c:
+		return 19200000; /* Goldmont */
+	default:
+		return 0;
 	}
 }
 
@@ -654,14 +674,14 @@ static void check_leaf_15(void)
 	if (!crystal) {
 		report_skip("crystal not enumerated (ECX 0) nor in Table 22-95");
 	} else {
-		hz = (uint64_t)crystal * l15.b / l15.a;
+		hz = (uint64_t) crystal * l15.b / l15.a;
 		report(hz >= 100000000 && hz <= 10000000000ull,
 		       "nominal TSC %lu Hz = %u * %u / %u, in 0.1..10 GHz", hz, crystal, l15.b,
 		       l15.a);
 		/* §22.7.3: MSR_PLATFORM_INFO[15:8] x 100 MHz, where that MSR exists */
 		if (rdmsr_safe(MSR_PLATFORM_INFO, &plat) == 0 && (plat >> 8 & 0xff))
 			report(hz / 1000000 >= (plat >> 8 & 0xff) * 99 &&
-			       hz / 1000000 <= (plat >> 8 & 0xff) * 101,
+				       hz / 1000000 <= (plat >> 8 & 0xff) * 101,
 			       "PLATFORM_INFO ratio %lu x 100 MHz agrees with %lu Hz",
 			       plat >> 8 & 0xff, hz);
 		else
@@ -697,7 +717,7 @@ static void check_leaf_15(void)
 static const struct model_row {
 	const char *name;
 	uint32_t fms;
-	bool arch_pebs;		/* 06_BDH twice: LunarLake and arch-pebs */
+	bool arch_pebs; /* 06_BDH twice: LunarLake and arch-pebs */
 	unsigned int version, nr_gp, nr_fixed, width, ev_len;
 	bool any_dep, ds;
 	uint64_t cap;
@@ -705,17 +725,17 @@ static const struct model_row {
 	uint32_t l23_eax, l23_ebx, pdist_gp, pdist_fixed;
 } rows[] = {
 	/* PERF_CAPABILITIES 0x33c5: LBR_FMT 5, TRAP, ARCH_REG, FMT 3, SMM freeze, FW */
-	{ "Skylake-Server", 0x00050654, false, 4, 4, 3, 48, 7, false, true, 0x33c5,
-	  25000000, 168, 2, 0, 0, 0, 0 },
+	{ "Skylake-Server", 0x00050654, false, 4, 4, 3, 48, 7, false, true, 0x33c5, 25000000, 168,
+	  2, 0, 0, 0, 0 },
 	/* + FMT 4, BASELINE, PERF_METRICS */
-	{ "Icelake-Server", 0x000606a6, false, 5, 8, 4, 48, 8, true, true, 0xf4c5,
-	  25000000, 92, 1, 0, 0, 0, 0 },
+	{ "Icelake-Server", 0x000606a6, false, 5, 8, 4, 48, 8, true, true, 0xf4c5, 25000000, 92, 1,
+	  0, 0, 0, 0 },
 	/* LBR_FMT 0, FMT 6, TIMING_INFO; 23H.0: counters sub-leaf, UMASK2, EQ */
-	{ "LunarLake", 0x000b06d1, false, 6, 8, 4, 48, 8, true, true, 0x2f6c0,
-	  38400000, 120, 2, 0x02, 0x03, 0, 0 },
+	{ "LunarLake", 0x000b06d1, false, 6, 8, 4, 48, 8, true, true, 0x2f6c0, 38400000, 120, 2,
+	  0x02, 0x03, 0, 0 },
 	/* FMT 0xF, no BASELINE, no DS; 23H.0: sub-leaves 1, 4, 5; PDist GP 0 and fixed 0 */
-	{ "arch-pebs", 0x000b06d1, true, 6, 8, 4, 48, 8, true, false, 0x2bfc0,
-	  38400000, 120, 2, 0x32, 0x03, 0x1, 0x1 },
+	{ "arch-pebs", 0x000b06d1, true, 6, 8, 4, 48, 8, true, false, 0x2bfc0, 38400000, 120, 2,
+	  0x32, 0x03, 0x1, 0x1 },
 };
 
 static void set_model_prefix(const char *name)
@@ -750,17 +770,17 @@ static void check_model(void)
 	}
 	set_model_prefix(m->name);
 	report(version == m->version && nr_gp == m->nr_gp && nr_fixed == m->nr_fixed &&
-	       gp_width == m->width && fixed_width == m->width && ev_len == m->ev_len,
+		       gp_width == m->width && fixed_width == m->width && ev_len == m->ev_len,
 	       "0AH v%u, %u GP + %u fixed, %u/%u bits, %u events", version, nr_gp, nr_fixed,
 	       gp_width, fixed_width, ev_len);
-	report(!!(la.d & CPUID_A_EDX_ANY_DEPRECATED) == m->any_dep,
-	       "AnyThread deprecation %u", m->any_dep);
+	report(!!(la.d & CPUID_A_EDX_ANY_DEPRECATED) == m->any_dep, "AnyThread deprecation %u",
+	       m->any_dep);
 	report(version < 5 || la.c == LOWMASK(m->nr_fixed), "0AH.ECX fixed bitmap %x", la.c);
 	report(!!(l1.d & CPUID1_EDX_DS) == m->ds && !!(l1.c & CPUID1_ECX_DTES64) == m->ds,
 	       "DS / DTES64 %u", m->ds);
 	report(cap == m->cap, "PERF_CAPABILITIES %lx (models.c: %lx)", cap, m->cap);
 	report(!!(misc & MISC_PEBS_UNAVAILABLE) == !m->ds && (misc & MISC_EMON_AVAILABLE) &&
-	       (misc & MISC_BTS_UNAVAILABLE),
+		       (misc & MISC_BTS_UNAVAILABLE),
 	       "MISC_ENABLE bits 7/11/12 %u/%u/%u", !!(misc & MISC_EMON_AVAILABLE),
 	       !!(misc & MISC_BTS_UNAVAILABLE), !!(misc & MISC_PEBS_UNAVAILABLE));
 	report(l15.c == m->crystal && l15.b == m->num && l15.a == m->den,
@@ -769,13 +789,13 @@ static void check_model(void)
 		report(!has_23, "no leaf 23H before v6 (max leaf %xH)", max_leaf);
 		return;
 	}
-	report(has_23 && l23[0].a == m->l23_eax && l23[0].b == m->l23_ebx,
-	       "23H.0 EAX %x EBX %x", l23[0].a, l23[0].b);
+	report(has_23 && l23[0].a == m->l23_eax && l23[0].b == m->l23_ebx, "23H.0 EAX %x EBX %x",
+	       l23[0].a, l23[0].b);
 	report(l23[1].a == LOWMASK(m->nr_gp) && l23[1].b == LOWMASK(m->nr_fixed),
 	       "23H.1 GP %x fixed %x", l23[1].a, l23[1].b);
 	if (m->arch_pebs)
 		report(l23[5].a == LOWMASK(m->nr_gp) && l23[5].c == LOWMASK(m->nr_fixed) &&
-		       l23[5].b == m->pdist_gp && l23[5].d == m->pdist_fixed,
+			       l23[5].b == m->pdist_gp && l23[5].d == m->pdist_fixed,
 		       "23H.5 PEBS GP %x fixed %x, PDist GP %x fixed %x", l23[5].a, l23[5].c,
 		       l23[5].b, l23[5].d);
 }

@@ -20,31 +20,31 @@
  */
 #include "guest.h"
 
-#define MSR_LBR_SELECT		0x1c8
-#define MSR_LBR_TOS		0x1c9
-#define MSR_LBR_FROM(i)		(0x680 + (i))
-#define MSR_LBR_TO(i)		(0x6c0 + (i))
-#define MSR_LBR_INFO(i)		(0xdc0 + (i))
-#define DEBUGCTL_LBR		(1ull << 0)
+#define MSR_LBR_SELECT		    0x1c8
+#define MSR_LBR_TOS		    0x1c9
+#define MSR_LBR_FROM(i)		    (0x680 + (i))
+#define MSR_LBR_TO(i)		    (0x6c0 + (i))
+#define MSR_LBR_INFO(i)		    (0xdc0 + (i))
+#define DEBUGCTL_LBR		    (1ull << 0)
 #define DEBUGCTL_FREEZE_LBRS_ON_PMI (1ull << 11)
-#define GLOBAL_STATUS_LBR_FRZ	(1ull << 58)
-#define LBR_INFO_CYCLES		0xffffull
-#define CPUID_7_EDX_ARCH_LBR	(1u << 19)
+#define GLOBAL_STATUS_LBR_FRZ	    (1ull << 58)
+#define LBR_INFO_CYCLES		    0xffffull
+#define CPUID_7_EDX_ARCH_LBR	    (1u << 19)
 
 /* MSR_LBR_SELECT, Table 20-13: a set bit suppresses the class */
-#define SEL_CPL_EQ_0		(1u << 0)
-#define SEL_CPL_NEQ_0		(1u << 1)
-#define SEL_JCC			(1u << 2)
-#define SEL_NEAR_REL_CALL	(1u << 3)
-#define SEL_NEAR_IND_CALL	(1u << 4)
-#define SEL_NEAR_RET		(1u << 5)
-#define SEL_NEAR_IND_JMP	(1u << 6)
-#define SEL_NEAR_REL_JMP	(1u << 7)
-#define SEL_FAR_BRANCH		(1u << 8)
-#define SEL_EN_CALLSTACK	(1u << 9)
+#define SEL_CPL_EQ_0	  (1u << 0)
+#define SEL_CPL_NEQ_0	  (1u << 1)
+#define SEL_JCC		  (1u << 2)
+#define SEL_NEAR_REL_CALL (1u << 3)
+#define SEL_NEAR_IND_CALL (1u << 4)
+#define SEL_NEAR_RET	  (1u << 5)
+#define SEL_NEAR_IND_JMP  (1u << 6)
+#define SEL_NEAR_REL_JMP  (1u << 7)
+#define SEL_FAR_BRANCH	  (1u << 8)
+#define SEL_EN_CALLSTACK  (1u << 9)
 
-#define PMI_VECTOR		0xf0
-#define NR_SEQ			7
+#define PMI_VECTOR 0xf0
+#define NR_SEQ	   7
 
 extern char lbr_b0[], lbr_t0[], lbr_b1[], lbr_fn[], lbr_ret[], lbr_t2[], lbr_b3[], lbr_t3[];
 extern char lbr_b4[], lbr_t5[], lbr_b6[], lbr_t6[];
@@ -57,8 +57,8 @@ static unsigned int depth, version;
 
 struct rec {
 	uint64_t from, to;
-	uint32_t cls;	/* the LBR_SELECT bit that suppresses it */
-	uint64_t cycles;	/* LBR_INFO cycle count, emulator model; 0: not checked */
+	uint32_t cls;	 /* the LBR_SELECT bit that suppresses it */
+	uint64_t cycles; /* LBR_INFO cycle count, emulator model; 0: not checked */
 };
 
 /*
@@ -69,56 +69,55 @@ struct rec {
  */
 static void seq_expect(struct rec *r)
 {
-	r[0] = (struct rec){ (uint64_t)lbr_b0, (uint64_t)lbr_t0, SEL_NEAR_REL_JMP, 0 };
-	r[1] = (struct rec){ (uint64_t)lbr_b1, (uint64_t)lbr_fn, SEL_NEAR_REL_CALL, 2 };
-	r[2] = (struct rec){ (uint64_t)lbr_ret, (uint64_t)lbr_t2, SEL_NEAR_RET, 2 };
-	r[3] = (struct rec){ (uint64_t)lbr_b3, (uint64_t)lbr_t3, SEL_NEAR_IND_JMP, 3 };
-	r[4] = (struct rec){ (uint64_t)lbr_b4, (uint64_t)lbr_fn, SEL_NEAR_IND_CALL, 3 };
-	r[5] = (struct rec){ (uint64_t)lbr_ret, (uint64_t)lbr_t5, SEL_NEAR_RET, 2 };
-	r[6] = (struct rec){ (uint64_t)lbr_b6, (uint64_t)lbr_t6, SEL_JCC, 3 };
+	r[0] = (struct rec){ (uint64_t) lbr_b0, (uint64_t) lbr_t0, SEL_NEAR_REL_JMP, 0 };
+	r[1] = (struct rec){ (uint64_t) lbr_b1, (uint64_t) lbr_fn, SEL_NEAR_REL_CALL, 2 };
+	r[2] = (struct rec){ (uint64_t) lbr_ret, (uint64_t) lbr_t2, SEL_NEAR_RET, 2 };
+	r[3] = (struct rec){ (uint64_t) lbr_b3, (uint64_t) lbr_t3, SEL_NEAR_IND_JMP, 3 };
+	r[4] = (struct rec){ (uint64_t) lbr_b4, (uint64_t) lbr_fn, SEL_NEAR_IND_CALL, 3 };
+	r[5] = (struct rec){ (uint64_t) lbr_ret, (uint64_t) lbr_t5, SEL_NEAR_RET, 2 };
+	r[6] = (struct rec){ (uint64_t) lbr_b6, (uint64_t) lbr_t6, SEL_JCC, 3 };
 }
 
 /* Enable DEBUGCTL = dbg, run the sequence, DEBUGCTL = 0. Not inlined: its labels exist once. */
 static void __attribute__((noinline)) lbr_seq(uint64_t dbg)
 {
-	uint64_t a = (uint32_t)dbg, d = dbg >> 32, c = MSR_IA32_DEBUGCTL;
+	uint64_t a = (uint32_t) dbg, d = dbg >> 32, c = MSR_IA32_DEBUGCTL;
 
-	__asm__ volatile(
-		"wrmsr\n\t"
-		".globl lbr_b0\nlbr_b0:\n\t"
-		"jmp lbr_t0\n\t"
-		"ud2\n"
-		".globl lbr_t0\nlbr_t0:\n"
-		".globl lbr_b1\nlbr_b1:\n\t"
-		"call lbr_fn\n"
-		".globl lbr_t2\nlbr_t2:\n\t"
-		"lea lbr_t3(%%rip), %%rax\n"
-		".globl lbr_b3\nlbr_b3:\n\t"
-		"jmp *%%rax\n\t"
-		"ud2\n"
-		".globl lbr_t3\nlbr_t3:\n\t"
-		"lea lbr_fn(%%rip), %%rax\n"
-		".globl lbr_b4\nlbr_b4:\n\t"
-		"call *%%rax\n"
-		".globl lbr_t5\nlbr_t5:\n\t"
-		"xor %%eax, %%eax\n"
-		".globl lbr_b6\nlbr_b6:\n\t"
-		"jz lbr_t6\n\t"
-		"ud2\n"
-		".globl lbr_t6\nlbr_t6:\n\t"
-		"jnz lbr_bad\n\t"
-		"xor %%edx, %%edx\n\t"
-		"wrmsr\n\t"
-		"jmp lbr_end\n"
-		".globl lbr_fn\nlbr_fn:\n"
-		".globl lbr_ret\nlbr_ret:\n\t"
-		"ret\n"
-		"lbr_bad:\n\t"
-		"ud2\n"
-		"lbr_end:\n\t"
-		: "+a"(a), "+d"(d), "+c"(c)
-		:
-		: "memory", "cc");
+	__asm__ volatile("wrmsr\n\t"
+			 ".globl lbr_b0\nlbr_b0:\n\t"
+			 "jmp lbr_t0\n\t"
+			 "ud2\n"
+			 ".globl lbr_t0\nlbr_t0:\n"
+			 ".globl lbr_b1\nlbr_b1:\n\t"
+			 "call lbr_fn\n"
+			 ".globl lbr_t2\nlbr_t2:\n\t"
+			 "lea lbr_t3(%%rip), %%rax\n"
+			 ".globl lbr_b3\nlbr_b3:\n\t"
+			 "jmp *%%rax\n\t"
+			 "ud2\n"
+			 ".globl lbr_t3\nlbr_t3:\n\t"
+			 "lea lbr_fn(%%rip), %%rax\n"
+			 ".globl lbr_b4\nlbr_b4:\n\t"
+			 "call *%%rax\n"
+			 ".globl lbr_t5\nlbr_t5:\n\t"
+			 "xor %%eax, %%eax\n"
+			 ".globl lbr_b6\nlbr_b6:\n\t"
+			 "jz lbr_t6\n\t"
+			 "ud2\n"
+			 ".globl lbr_t6\nlbr_t6:\n\t"
+			 "jnz lbr_bad\n\t"
+			 "xor %%edx, %%edx\n\t"
+			 "wrmsr\n\t"
+			 "jmp lbr_end\n"
+			 ".globl lbr_fn\nlbr_fn:\n"
+			 ".globl lbr_ret\nlbr_ret:\n\t"
+			 "ret\n"
+			 "lbr_bad:\n\t"
+			 "ud2\n"
+			 "lbr_end:\n\t"
+			 : "+a"(a), "+d"(d), "+c"(c)
+			 :
+			 : "memory", "cc");
 }
 
 /*
@@ -127,51 +126,49 @@ static void __attribute__((noinline)) lbr_seq(uint64_t dbg)
  */
 static void __attribute__((noinline)) cs_seq(uint64_t dbg)
 {
-	uint64_t a = (uint32_t)dbg, d = dbg >> 32, c = MSR_IA32_DEBUGCTL;
+	uint64_t a = (uint32_t) dbg, d = dbg >> 32, c = MSR_IA32_DEBUGCTL;
 
-	__asm__ volatile(
-		"wrmsr\n\t"
-		".globl cs_b0\ncs_b0:\n\t"
-		"call cs_a\n\t"
-		"jmp cs_end\n"
-		".globl cs_a\ncs_a:\n"
-		".globl cs_b1\ncs_b1:\n\t"
-		"call cs_b\n"
-		".globl cs_t1\ncs_t1:\n\t"
-		"xor %%eax, %%eax\n\t"
-		"xor %%edx, %%edx\n\t"
-		"wrmsr\n\t"
-		"ret\n"
-		".globl cs_b\ncs_b:\n"
-		".globl cs_ret_b\ncs_ret_b:\n\t"
-		"ret\n"
-		"cs_end:\n\t"
-		: "+a"(a), "+d"(d), "+c"(c)
-		:
-		: "memory", "cc");
+	__asm__ volatile("wrmsr\n\t"
+			 ".globl cs_b0\ncs_b0:\n\t"
+			 "call cs_a\n\t"
+			 "jmp cs_end\n"
+			 ".globl cs_a\ncs_a:\n"
+			 ".globl cs_b1\ncs_b1:\n\t"
+			 "call cs_b\n"
+			 ".globl cs_t1\ncs_t1:\n\t"
+			 "xor %%eax, %%eax\n\t"
+			 "xor %%edx, %%edx\n\t"
+			 "wrmsr\n\t"
+			 "ret\n"
+			 ".globl cs_b\ncs_b:\n"
+			 ".globl cs_ret_b\ncs_ret_b:\n\t"
+			 "ret\n"
+			 "cs_end:\n\t"
+			 : "+a"(a), "+d"(d), "+c"(c)
+			 :
+			 : "memory", "cc");
 }
 
 /* INT 41H to far_handler, whose IRETQ returns to far_next: two far branches. */
 static void __attribute__((noinline)) far_seq(uint64_t dbg)
 {
-	uint64_t a = (uint32_t)dbg, d = dbg >> 32, c = MSR_IA32_DEBUGCTL;
+	uint64_t a = (uint32_t) dbg, d = dbg >> 32, c = MSR_IA32_DEBUGCTL;
 
-	__asm__ volatile(
-		"wrmsr\n"
-		".globl far_int\nfar_int:\n\t"
-		"int $0x41\n"
-		".globl far_next\nfar_next:\n\t"
-		"xor %%eax, %%eax\n\t"
-		"xor %%edx, %%edx\n\t"
-		"wrmsr\n\t"
-		"jmp far_end\n"
-		".globl far_handler\nfar_handler:\n"
-		".globl far_iret\nfar_iret:\n\t"
-		"iretq\n"
-		"far_end:\n\t"
-		: "+a"(a), "+d"(d), "+c"(c)
-		:
-		: "memory", "cc");
+	__asm__ volatile("wrmsr\n"
+			 ".globl far_int\nfar_int:\n\t"
+			 "int $0x41\n"
+			 ".globl far_next\nfar_next:\n\t"
+			 "xor %%eax, %%eax\n\t"
+			 "xor %%edx, %%edx\n\t"
+			 "wrmsr\n\t"
+			 "jmp far_end\n"
+			 ".globl far_handler\nfar_handler:\n"
+			 ".globl far_iret\nfar_iret:\n\t"
+			 "iretq\n"
+			 "far_end:\n\t"
+			 : "+a"(a), "+d"(d), "+c"(c)
+			 :
+			 : "memory", "cc");
 }
 
 /* Point IDT vector 41H at far_handler: a 64-bit interrupt gate, DPL 0. */
@@ -181,13 +178,13 @@ static void far_gate(void)
 		uint16_t limit;
 		uint64_t base;
 	} __attribute__((packed)) idtr;
-	uint64_t h = (uint64_t)far_handler, *g;
+	uint64_t h = (uint64_t) far_handler, *g;
 	uint16_t cs;
 
 	__asm__ volatile("sidt %0" : "=m"(idtr));
 	__asm__ volatile("mov %%cs, %0" : "=r"(cs));
-	g = (uint64_t *)(idtr.base + 16 * 0x41);
-	g[0] = (h & 0xffff) | (uint64_t)cs << 16 | 0x8eull << 40 | (h >> 16 & 0xffff) << 48;
+	g = (uint64_t *) (idtr.base + 16 * 0x41);
+	g[0] = (h & 0xffff) | (uint64_t) cs << 16 | 0x8eull << 40 | (h >> 16 & 0xffff) << 48;
 	g[1] = h >> 32;
 }
 
@@ -226,7 +223,7 @@ static void check_seq(uint32_t sel, unsigned int tos0, const char *what)
 	wrmsr(MSR_LBR_SELECT, sel);
 	lbr_seq(DEBUGCTL_LBR);
 	wrmsr(MSR_LBR_SELECT, 0);
-	tos = (unsigned int)rdmsr(MSR_LBR_TOS);
+	tos = (unsigned int) rdmsr(MSR_LBR_TOS);
 	report(tos == (tos0 + n) % depth, "%s: TOS %u -> %u, %u records", what, tos0, tos, n);
 	for (unsigned int k = 0; k < n; k++) {
 		unsigned int e = below_tos(tos, k);
@@ -234,8 +231,8 @@ static void check_seq(uint32_t sel, unsigned int tos0, const char *what)
 		uint64_t from = rdmsr(MSR_LBR_FROM(e)), to = rdmsr(MSR_LBR_TO(e));
 
 		if (from != w->from || to != w->to) {
-			printf("  TOS-%u (entry %u): %lx -> %lx, expected %lx -> %lx\n", k, e, from, to,
-			       w->from, w->to);
+			printf("  TOS-%u (entry %u): %lx -> %lx, expected %lx -> %lx\n", k, e, from,
+			       to, w->from, w->to);
 			bad++;
 		}
 	}
@@ -259,14 +256,15 @@ static void test_sequence(void)
 	lbr_clear();
 	wrmsr(MSR_LBR_TOS, 5);
 	lbr_seq(DEBUGCTL_LBR);
-	tos = (unsigned int)rdmsr(MSR_LBR_TOS);
+	tos = (unsigned int) rdmsr(MSR_LBR_TOS);
 	report(rdmsr(MSR_IA32_DEBUGCTL) == 0, "DEBUGCTL.LBR off again");
 	for (unsigned int k = 0; k < NR_SEQ; k++) {
 		unsigned int e = below_tos(tos, k);
 		const struct rec *w = &all[NR_SEQ - 1 - k];
 		uint64_t info = rdmsr(MSR_LBR_INFO(e));
 
-		printf("TOS-%u (entry %2u): FROM %lx TO %lx INFO %lx (expected %lx -> %lx, %lu cycles)\n",
+		printf("TOS-%u (entry %2u): FROM %lx TO %lx INFO %lx (expected %lx -> %lx, %lu "
+		       "cycles)\n",
 		       k, e, rdmsr(MSR_LBR_FROM(e)), rdmsr(MSR_LBR_TO(e)), info, w->from, w->to,
 		       w->cycles);
 		/* Table 20-16: 15:0 cycles, 60:16 reserved, 61 TSX_ABORT, 62 IN_TSX,
@@ -300,7 +298,8 @@ static void test_select(void)
 		/* CPL_EQ_0: no branch ending in ring 0 (this code is ring 0) */
 		{ SEL_CPL_EQ_0, "LBR_SELECT.CPL_EQ_0 at ring 0" },
 		{ SEL_CPL_NEQ_0, "LBR_SELECT.CPL_NEQ_0 at ring 0" },
-		{ SEL_JCC | SEL_NEAR_RET | SEL_NEAR_REL_JMP, "LBR_SELECT.JCC|NEAR_RET|NEAR_REL_JMP" },
+		{ SEL_JCC | SEL_NEAR_RET | SEL_NEAR_REL_JMP,
+		  "LBR_SELECT.JCC|NEAR_RET|NEAR_REL_JMP" },
 	};
 	unsigned int tos, e;
 
@@ -315,16 +314,16 @@ static void test_select(void)
 	 */
 	lbr_clear();
 	wrmsr(MSR_LBR_TOS, 0);
-	wrmsr(MSR_LBR_SELECT, SEL_JCC | SEL_NEAR_IND_JMP | SEL_NEAR_REL_JMP | SEL_FAR_BRANCH |
-				      SEL_EN_CALLSTACK);
+	wrmsr(MSR_LBR_SELECT,
+	      SEL_JCC | SEL_NEAR_IND_JMP | SEL_NEAR_REL_JMP | SEL_FAR_BRANCH | SEL_EN_CALLSTACK);
 	cs_seq(DEBUGCTL_LBR);
 	wrmsr(MSR_LBR_SELECT, 0);
-	tos = (unsigned int)rdmsr(MSR_LBR_TOS);
+	tos = (unsigned int) rdmsr(MSR_LBR_TOS);
 	e = below_tos(tos, 0);
 	printf("call stack: TOS %u, top %lx -> %lx (call %p -> %p)\n", tos, rdmsr(MSR_LBR_FROM(e)),
-	       rdmsr(MSR_LBR_TO(e)), (void *)cs_b0, (void *)cs_a);
-	report(tos == 1 && rdmsr(MSR_LBR_FROM(1)) == (uint64_t)cs_b0 &&
-	       rdmsr(MSR_LBR_TO(1)) == (uint64_t)cs_a,
+	       rdmsr(MSR_LBR_TO(e)), (void *) cs_b0, (void *) cs_a);
+	report(tos == 1 && rdmsr(MSR_LBR_FROM(1)) == (uint64_t) cs_b0 &&
+		       rdmsr(MSR_LBR_TO(1)) == (uint64_t) cs_a,
 	       "call stack: the inner call was popped by its return, the outer call on top");
 }
 
@@ -344,16 +343,17 @@ static void test_far(void)
 	wrmsr(MSR_LBR_TOS, 0);
 	wrmsr(MSR_LBR_SELECT, near);
 	far_seq(DEBUGCTL_LBR);
-	tos = (unsigned int)rdmsr(MSR_LBR_TOS);
+	tos = (unsigned int) rdmsr(MSR_LBR_TOS);
 	for (unsigned int i = 1; i <= 3; i++)
-		printf("far: entry %u: %lx -> %lx\n", i, rdmsr(MSR_LBR_FROM(i)), rdmsr(MSR_LBR_TO(i)));
+		printf("far: entry %u: %lx -> %lx\n", i, rdmsr(MSR_LBR_FROM(i)),
+		       rdmsr(MSR_LBR_TO(i)));
 	report(tos == 2, "far: INT + IRETQ are 2 records (TOS %u)", tos);
-	report(rdmsr(MSR_LBR_FROM(1)) == (uint64_t)far_int &&
-	       rdmsr(MSR_LBR_TO(1)) == (uint64_t)far_handler,
-	       "far: INT 41H recorded %p -> %p", (void *)far_int, (void *)far_handler);
-	report(rdmsr(MSR_LBR_FROM(2)) == (uint64_t)far_iret &&
-	       rdmsr(MSR_LBR_TO(2)) == (uint64_t)far_next,
-	       "far: IRETQ recorded %p -> %p", (void *)far_iret, (void *)far_next);
+	report(rdmsr(MSR_LBR_FROM(1)) == (uint64_t) far_int &&
+		       rdmsr(MSR_LBR_TO(1)) == (uint64_t) far_handler,
+	       "far: INT 41H recorded %p -> %p", (void *) far_int, (void *) far_handler);
+	report(rdmsr(MSR_LBR_FROM(2)) == (uint64_t) far_iret &&
+		       rdmsr(MSR_LBR_TO(2)) == (uint64_t) far_next,
+	       "far: IRETQ recorded %p -> %p", (void *) far_iret, (void *) far_next);
 	lbr_clear();
 	wrmsr(MSR_LBR_TOS, 0);
 	wrmsr(MSR_LBR_SELECT, near | SEL_FAR_BRANCH);
@@ -369,7 +369,8 @@ static void test_off(void)
 	lbr_clear();
 	wrmsr(MSR_LBR_TOS, 3);
 	lbr_seq(0);
-	report(rdmsr(MSR_LBR_TOS) == 3 && rdmsr(MSR_LBR_FROM(3)) == 0 && rdmsr(MSR_LBR_FROM(4)) == 0,
+	report(rdmsr(MSR_LBR_TOS) == 3 && rdmsr(MSR_LBR_FROM(3)) == 0 &&
+		       rdmsr(MSR_LBR_FROM(4)) == 0,
 	       "DEBUGCTL.LBR = 0: nothing recorded");
 }
 
@@ -395,7 +396,7 @@ static void on_pmi(struct frame *f)
 	seen.rip = f->rip;
 	seen.rcx = f->rcx;
 	seen.status = rdmsr(MSR_CORE_PERF_GLOBAL_STATUS);
-	spin(50);	/* 49 taken branches, recorded unless frozen */
+	spin(50); /* 49 taken branches, recorded unless frozen */
 	seen.tos_after = rdmsr(MSR_LBR_TOS);
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
 	wrmsr(MSR_CORE_PERF_GLOBAL_OVF_CTRL,
@@ -411,26 +412,25 @@ static void on_pmi(struct frame *f)
  */
 static void __attribute__((noinline)) frz_region(uint64_t dbg, uint32_t n)
 {
-	__asm__ volatile(
-		"mov $0x1d9, %%ecx\n\t"
-		"mov %[dbg], %%eax\n\t"
-		"xor %%edx, %%edx\n\t"
-		"wrmsr\n\t"
-		"mov $0x38f, %%ecx\n\t"
-		"mov $1, %%eax\n\t"
-		"wrmsr\n\t"
-		"mov %[n], %%ecx\n"
-		".globl frz_loop\nfrz_loop:\n\t"
-		"dec %%ecx\n"
-		".globl frz_jnz\nfrz_jnz:\n\t"
-		"jnz frz_loop\n\t"
-		"xor %%eax, %%eax\n\t"
-		"mov $0x38f, %%ecx\n\t"
-		"wrmsr\n\t"
-		"mov $0x1d9, %%ecx\n\t"
-		"wrmsr\n\t"
-		:: [dbg] "r"((uint32_t)dbg), [n] "r"(n)
-		: "eax", "ecx", "edx", "memory", "cc");
+	__asm__ volatile("mov $0x1d9, %%ecx\n\t"
+			 "mov %[dbg], %%eax\n\t"
+			 "xor %%edx, %%edx\n\t"
+			 "wrmsr\n\t"
+			 "mov $0x38f, %%ecx\n\t"
+			 "mov $1, %%eax\n\t"
+			 "wrmsr\n\t"
+			 "mov %[n], %%ecx\n"
+			 ".globl frz_loop\nfrz_loop:\n\t"
+			 "dec %%ecx\n"
+			 ".globl frz_jnz\nfrz_jnz:\n\t"
+			 "jnz frz_loop\n\t"
+			 "xor %%eax, %%eax\n\t"
+			 "mov $0x38f, %%ecx\n\t"
+			 "wrmsr\n\t"
+			 "mov $0x1d9, %%ecx\n\t"
+			 "wrmsr\n\t" ::[dbg] "r"((uint32_t) dbg),
+			 [n] "r"(n)
+			 : "eax", "ecx", "edx", "memory", "cc");
 }
 
 static void arm(void)
@@ -456,7 +456,7 @@ static void arm(void)
 static void test_freeze(void)
 {
 	const uint32_t n = 2000;
-	const unsigned int taken = 499;	/* jnz retired up to instruction 1000 */
+	const unsigned int taken = 499; /* jnz retired up to instruction 1000 */
 	bool streamlined = version >= 4;
 	uint64_t dbg = DEBUGCTL_LBR | DEBUGCTL_FREEZE_LBRS_ON_PMI;
 	unsigned int tos, want_tos = taken % depth, e;
@@ -466,17 +466,19 @@ static void test_freeze(void)
 	sti();
 	frz_region(dbg, n);
 	cli();
-	tos = (unsigned int)rdmsr(MSR_LBR_TOS);
+	tos = (unsigned int) rdmsr(MSR_LBR_TOS);
 	printf("freeze: %d PMI, ECX %lu, GLOBAL_STATUS %lx, DEBUGCTL %lx, TOS %lu in the handler, "
-	       "%lu after 50 branches there, %u after the region\n", seen.count, seen.rcx,
-	       seen.status, seen.debugctl, seen.tos, seen.tos_after, tos);
+	       "%lu after 50 branches there, %u after the region\n",
+	       seen.count, seen.rcx, seen.status, seen.debugctl, seen.tos, seen.tos_after, tos);
 	report(seen.count == 1 && seen.rcx == n - taken, "freeze: one PMI after instruction 1000");
 	if (streamlined) {
 		report(seen.status == (1 | GLOBAL_STATUS_LBR_FRZ),
 		       "streamlined: GLOBAL_STATUS = PMC0 | LBR_Frz");
-		report(seen.debugctl == dbg, "streamlined: DEBUGCTL unchanged (%lx)", seen.debugctl);
-		report_skip("legacy freeze (DEBUGCTL.LBR cleared) is perfmon v2-3; this model is v%u",
-			    version);
+		report(seen.debugctl == dbg, "streamlined: DEBUGCTL unchanged (%lx)",
+		       seen.debugctl);
+		report_skip(
+			"legacy freeze (DEBUGCTL.LBR cleared) is perfmon v2-3; this model is v%u",
+			version);
 	} else {
 		report(seen.status == 1, "legacy: GLOBAL_STATUS = PMC0");
 		report(seen.debugctl == (dbg & ~DEBUGCTL_LBR), "legacy: DEBUGCTL.LBR cleared");
@@ -484,8 +486,9 @@ static void test_freeze(void)
 	report(seen.tos == want_tos, "freeze: TOS %lu = %u taken jnz mod %u, the eventing jnz last",
 	       seen.tos, taken, depth);
 	e = below_tos(want_tos, 0);
-	report(rdmsr(MSR_LBR_FROM(e)) == (uint64_t)frz_jnz && rdmsr(MSR_LBR_TO(e)) == (uint64_t)frz_loop,
-	       "freeze: top record is the jnz %p -> %p", (void *)frz_jnz, (void *)frz_loop);
+	report(rdmsr(MSR_LBR_FROM(e)) == (uint64_t) frz_jnz &&
+		       rdmsr(MSR_LBR_TO(e)) == (uint64_t) frz_loop,
+	       "freeze: top record is the jnz %p -> %p", (void *) frz_jnz, (void *) frz_loop);
 	report(seen.tos_after == want_tos && tos == want_tos,
 	       "freeze: no record from the PMI delivery, the handler or the rest of the region");
 	if (streamlined) {
@@ -508,10 +511,10 @@ static void test_freeze(void)
 	       seen.tos, e, rdmsr(MSR_LBR_FROM(e)), rdmsr(MSR_LBR_TO(e)), below_tos(e, 1),
 	       rdmsr(MSR_LBR_FROM(below_tos(e, 1))), rdmsr(MSR_LBR_TO(below_tos(e, 1))));
 	report(seen.count == 1 && rdmsr(MSR_LBR_FROM(e)) == seen.rip &&
-	       rdmsr(MSR_LBR_TO(e)) == isr_stubs[PMI_VECTOR],
+		       rdmsr(MSR_LBR_TO(e)) == isr_stubs[PMI_VECTOR],
 	       "no freeze: the PMI recorded as %lx -> %lx (handler entry)", seen.rip,
 	       isr_stubs[PMI_VECTOR]);
-	report(rdmsr(MSR_LBR_FROM(below_tos(e, 1))) == (uint64_t)frz_jnz,
+	report(rdmsr(MSR_LBR_FROM(below_tos(e, 1))) == (uint64_t) frz_jnz,
 	       "no freeze: the eventing jnz recorded before it");
 	report(seen.tos != (taken + 1) % depth,
 	       "no freeze: the handler's entry branches are recorded (TOS %lu)", seen.tos);
@@ -533,7 +536,8 @@ static void test_absent(uint64_t cap)
 	report(rdmsr_safe(MSR_LBR_TOS, &v) == 13, "RDMSR LBR_TOS: #GP");
 	report(rdmsr_safe(MSR_LBR_SELECT, &v) == 13, "RDMSR LBR_SELECT: #GP");
 	report(rdmsr_safe(MSR_LBR_FROM(0), &v) == 13 && rdmsr_safe(MSR_LBR_TO(0), &v) == 13 &&
-	       rdmsr_safe(MSR_LBR_INFO(0), &v) == 13, "RDMSR LBR FROM/TO/INFO 0: #GP");
+		       rdmsr_safe(MSR_LBR_INFO(0), &v) == 13,
+	       "RDMSR LBR FROM/TO/INFO 0: #GP");
 	report(wrmsr_safe(MSR_LBR_FROM(0), 0) == 13, "WRMSR LBR FROM 0: #GP");
 	if (version >= 4)
 		report(wrmsr_safe(0x391, GLOBAL_STATUS_LBR_FRZ) == 13,
@@ -565,7 +569,8 @@ int main(uint64_t arg)
 	if (model == 0x55 || model == 0x6a)
 		depth = 32;
 	if (!depth) {
-		report_skip("model %02xH: its LBR depth is not in the tables this test knows", model);
+		report_skip("model %02xH: its LBR depth is not in the tables this test knows",
+			    model);
 		return report_summary();
 	}
 	report(rdmsr(MSR_LBR_SELECT) == 0, "LBR_SELECT reads 0 (reset value, 20.9.2)");

@@ -140,7 +140,7 @@ static bool absent(uint32_t msr)
 
 static void enumerate(void)
 {
-	struct cpuid_regs a = cpuid_regs(0xa, 0), one = cpuid_regs(1, 0), seven = {0};
+	struct cpuid_regs a = cpuid_regs(0xa, 0), one = cpuid_regs(1, 0), seven = { 0 };
 	uint32_t max = cpuid_regs(0, 0).a;
 
 	/* CPUID.0AH layout [NOT IN SEEDS, CHECKLIST §A] */
@@ -459,10 +459,10 @@ static void check_counters(void)
 		 * bits above it are reserved (§22.2.8 NOT IN SEEDS; as for the
 		 * fixed counters, §22.6.2.1): #GP.
 		 */
-		if (!round_trips(apmc, full & gp_mask, &(uint64_t){0}) ||
+		if (!round_trips(apmc, full & gp_mask, &(uint64_t){ 0 }) ||
 		    rdmsr(pmc) != (full & gp_mask))
 			bad_fw |= BIT(i);
-		if (!round_trips(apmc, gp_mask, &(uint64_t){0}) || rdmsr(pmc) != gp_mask)
+		if (!round_trips(apmc, gp_mask, &(uint64_t){ 0 }) || rdmsr(pmc) != gp_mask)
 			bad_fw |= BIT(i);
 		wrmsr(apmc, 0x55);
 		if (not_gp(apmc, 0x55, BIT(gp_width) | BIT(63), pmc, 0x55))
@@ -500,8 +500,8 @@ static void check_counters(void)
 
 		if (!(fixed_map & BIT(i)))
 			continue;
-		if (!round_trips(msr, full & fixed_mask, &(uint64_t){0}) ||
-		    !round_trips(msr, fixed_mask, &(uint64_t){0}) ||
+		if (!round_trips(msr, full & fixed_mask, &(uint64_t){ 0 }) ||
+		    !round_trips(msr, fixed_mask, &(uint64_t){ 0 }) ||
 		    reserved_not_gp(msr, 0x66, BIT(fixed_width) | BIT(63)))
 			bad_fix |= BIT(i);
 		wrmsr(msr, 0);

@@ -33,48 +33,49 @@
  */
 #include "guest.h"
 
-#define PMI_VECTOR		0xf0
-#define N_OVF			64	/* PEBS counter overflows per case */
-#define STORM			10000
-#define NMI_STORM		1000
-#define LOOPS			1000
+#define PMI_VECTOR 0xf0
+#define N_OVF	   64 /* PEBS counter overflows per case */
+#define STORM	   10000
+#define NMI_STORM  1000
+#define LOOPS	   1000
 
-#define MSR_IA32_PMC0_LEGACY	0x0c1	/* a write sign-extends bit 31 (SDM 21.2.6) */
-#define MSR_IA32_PEBS_BASE	0x3f4	/* architectural PEBS */
-#define MSR_IA32_PEBS_INDEX	0x3f5
-#define MSR_PMC_GP0_CFG_C	0x1903	/* IA32_PMC_GP0_CFG_C */
-#define ARCH_PEBS_EN		(1ull << 63)	/* CFG_C */
-#define ARCH_INDEX_EN		(1ull << 32)	/* IA32_PEBS_INDEX */
-#define ARCH_INDEX_FULL		(1ull << 31)
-#define ARCH_INDEX_WR		0x7fffff0ull	/* bits 26:4, byte offset */
-#define ARCH_BASE_SIZE(n)	(n)		/* bits 3:0: 4 KiB << n */
-#define ARCH_RELOAD		0xfff0bdc0ull	/* -1000000 in RELOAD_VALUE[31:0], 1-extended */
-#define EV_INST			0xc0	/* INST_RETIRED.ANY_P */
-#define EV_INST_PDIST		0x1c0	/* INST_RETIRED.PREC_DIST (Skylake) */
-#define RESET_VALUE		(0 - 1000000ull)
-#define PTE_A			(1ull << 5)
-#define PTE_D			(1ull << 6)
+#define MSR_IA32_PMC0_LEGACY 0x0c1 /* a write sign-extends bit 31 (SDM 21.2.6) */
+#define MSR_IA32_PEBS_BASE   0x3f4 /* architectural PEBS */
+#define MSR_IA32_PEBS_INDEX  0x3f5
+#define MSR_PMC_GP0_CFG_C    0x1903	  /* IA32_PMC_GP0_CFG_C */
+#define ARCH_PEBS_EN	     (1ull << 63) /* CFG_C */
+#define ARCH_INDEX_EN	     (1ull << 32) /* IA32_PEBS_INDEX */
+#define ARCH_INDEX_FULL	     (1ull << 31)
+#define ARCH_INDEX_WR	     0x7fffff0ull  /* bits 26:4, byte offset */
+#define ARCH_BASE_SIZE(n)    (n)	   /* bits 3:0: 4 KiB << n */
+#define ARCH_RELOAD	     0xfff0bdc0ull /* -1000000 in RELOAD_VALUE[31:0], 1-extended */
+#define EV_INST		     0xc0	   /* INST_RETIRED.ANY_P */
+#define EV_INST_PDIST	     0x1c0	   /* INST_RETIRED.PREC_DIST (Skylake) */
+#define RESET_VALUE	     (0 - 1000000ull)
+#define PTE_A		     (1ull << 5)
+#define PTE_D		     (1ull << 6)
 
 /* DS buffer management area, 64-bit layout (SDM Vol. 3B Fig 20-8) */
-#define DS_PEBS_BASE		0x20
-#define DS_PEBS_INDEX		0x28
-#define DS_PEBS_ABS_MAX		0x30
-#define DS_PEBS_THRESHOLD	0x38
-#define DS_GP_RESET0		0x40
+#define DS_PEBS_BASE	  0x20
+#define DS_PEBS_INDEX	  0x28
+#define DS_PEBS_ABS_MAX	  0x30
+#define DS_PEBS_THRESHOLD 0x38
+#define DS_GP_RESET0	  0x40
 
-#define FILL			0x5a5a5a5a5a5a5a5aull
+#define FILL 0x5a5a5a5a5a5a5a5aull
 
 /* Linear addresses of our own making: PML4 slots the loader leaves empty */
-#define WILD_A		0x0000400000000000ull	/* a 4 KiB page we point anywhere */
-#define WILD_B		(WILD_A + 0x1000)
-#define WILD_PDE	(WILD_A + 0x200000)	/* a PDE whose page table is past RAM */
-#define UNMAPPED_LO	0x0000500000000000ull
-#define UNMAPPED_HI	0xffff900000000000ull
-#define LOOP_SLOT	0x100ull		/* PML4[256] points at the PML4 */
-#define LOOP_VA		(0xffff000000000000ull | LOOP_SLOT << 39 | LOOP_SLOT << 30 | \
-			 LOOP_SLOT << 21 | LOOP_SLOT << 12)
-#define NONCANON	0x0000800000000000ull	/* bit 47 without sign extension */
-#define APIC_PAGE	0xfee00000ull
+#define WILD_A	    0x0000400000000000ull /* a 4 KiB page we point anywhere */
+#define WILD_B	    (WILD_A + 0x1000)
+#define WILD_PDE    (WILD_A + 0x200000) /* a PDE whose page table is past RAM */
+#define UNMAPPED_LO 0x0000500000000000ull
+#define UNMAPPED_HI 0xffff900000000000ull
+#define LOOP_SLOT   0x100ull /* PML4[256] points at the PML4 */
+#define LOOP_VA                                                                                    \
+	(0xffff000000000000ull | LOOP_SLOT << 39 | LOOP_SLOT << 30 | LOOP_SLOT << 21 |             \
+	 LOOP_SLOT << 12)
+#define NONCANON  0x0000800000000000ull /* bit 47 without sign extension */
+#define APIC_PAGE 0xfee00000ull
 
 static uint8_t ds_page[4096] __attribute__((aligned(4096)));
 static uint8_t pebs_pages[3][4096] __attribute__((aligned(4096)));
@@ -87,15 +88,21 @@ static bool has_ds, arch_pebs;
 static uint64_t want_records, want_skipped, want_faults;
 
 /* ---- PMIs ---- */
-enum pmi_mode { PMI_ACK, PMI_STORM_MAIN, PMI_STORM_SELF, PMI_NMI_SELF, PMI_NO_EOI_NO_UNMASK,
-		PMI_UNMASK_NO_EOI };
+enum pmi_mode {
+	PMI_ACK,
+	PMI_STORM_MAIN,
+	PMI_STORM_SELF,
+	PMI_NMI_SELF,
+	PMI_NO_EOI_NO_UNMASK,
+	PMI_UNMASK_NO_EOI
+};
 static volatile enum pmi_mode pmi_mode;
 static volatile unsigned int pmis, pmis_total, bad_rip, status_hits;
 static volatile uint64_t pmi_status_or, want_rip;
 
 static void arm_minus_one(void)
 {
-	wrmsr(MSR_IA32_PMC0_LEGACY, 0xffffffffull);	/* all ones in the counter width */
+	wrmsr(MSR_IA32_PMC0_LEGACY, 0xffffffffull); /* all ones in the counter width */
 }
 
 static void on_pmi(struct frame *f)
@@ -152,17 +159,17 @@ static void on_pmi(struct frame *f)
 /* Where the loader's identity map of RAM ends: 2 MiB pages from 0. */
 static uint64_t find_ram_end(void)
 {
-	uint64_t *pml4 = (uint64_t *)(read_cr3() & PTE_ADDR), *pdpt, end = 0;
+	uint64_t *pml4 = (uint64_t *) (read_cr3() & PTE_ADDR), *pdpt, end = 0;
 
 	if (!(pml4[0] & PTE_P))
 		return 0;
-	pdpt = (uint64_t *)(pml4[0] & PTE_ADDR);
+	pdpt = (uint64_t *) (pml4[0] & PTE_ADDR);
 	for (unsigned int i = 0; i < 512; i++) {
 		uint64_t *pd;
 
 		if (!(pdpt[i] & PTE_P) || (pdpt[i] & PTE_PS))
 			return end;
-		pd = (uint64_t *)(pdpt[i] & PTE_ADDR);
+		pd = (uint64_t *) (pdpt[i] & PTE_ADDR);
 		for (unsigned int j = 0; j < 512; j++) {
 			if (!(pd[j] & PTE_P) || !(pd[j] & PTE_PS) ||
 			    (pd[j] & 0x000fffffffe00000ull) != end)
@@ -175,7 +182,7 @@ static uint64_t find_ram_end(void)
 
 static uint64_t *pml4_table(void)
 {
-	return (uint64_t *)(read_cr3() & PTE_ADDR);
+	return (uint64_t *) (read_cr3() & PTE_ADDR);
 }
 
 /* The PDE of va (its tables exist: map_page made them). */
@@ -183,8 +190,8 @@ static uint64_t *pde_of(uint64_t va)
 {
 	uint64_t *t = pml4_table();
 
-	t = (uint64_t *)(t[(va >> 39) & 511] & PTE_ADDR);
-	t = (uint64_t *)(t[(va >> 30) & 511] & PTE_ADDR);
+	t = (uint64_t *) (t[(va >> 39) & 511] & PTE_ADDR);
+	t = (uint64_t *) (t[(va >> 30) & 511] & PTE_ADDR);
 	return &t[(va >> 21) & 511];
 }
 
@@ -200,7 +207,7 @@ static void unmap_page(uint64_t va)
 static void fill(void *p, uint64_t len)
 {
 	for (uint64_t i = 0; i < len; i += 8)
-		*(volatile uint64_t *)((uint8_t *)p + i) = FILL;
+		*(volatile uint64_t *) ((uint8_t *) p + i) = FILL;
 }
 
 /* qwords of [p, p + len) that are not the pattern any more */
@@ -209,18 +216,18 @@ static unsigned int dirty(const void *p, uint64_t len)
 	unsigned int n = 0;
 
 	for (uint64_t i = 0; i < len; i += 8)
-		n += *(volatile const uint64_t *)((const uint8_t *)p + i) != FILL;
+		n += *(volatile const uint64_t *) ((const uint8_t *) p + i) != FILL;
 	return n;
 }
 
 static uint64_t ds_get(unsigned int off)
 {
-	return *(volatile uint64_t *)(ds_page + off);
+	return *(volatile uint64_t *) (ds_page + off);
 }
 
 static void ds_set(unsigned int off, uint64_t v)
 {
-	*(volatile uint64_t *)(ds_page + off) = v;
+	*(volatile uint64_t *) (ds_page + off) = v;
 }
 
 static uint64_t pml4_snap[512];
@@ -279,7 +286,9 @@ static void overflow_loop(unsigned int n)
 			 "nop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\t"
 			 "dec %%esi\n\t"
 			 "jnz 1b\n\t"
-			 : "+S"(n) : : "eax", "ecx", "edx", "memory");
+			 : "+S"(n)
+			 :
+			 : "eax", "ecx", "edx", "memory");
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
 }
 
@@ -292,12 +301,12 @@ static void ds_area_msr(void)
 
 	report_prefix("DS_AREA: ");
 	if (!has_ds) {
-		vec = wrmsr_safe(MSR_IA32_DS_AREA, (uint64_t)ds_page);
-		report(vec == 13, "no DS (CPUID.01H:EDX[21] = 0): WRMSR IA32_DS_AREA is #GP (vector %d)",
-		       vec);
+		vec = wrmsr_safe(MSR_IA32_DS_AREA, (uint64_t) ds_page);
+		report(vec == 13,
+		       "no DS (CPUID.01H:EDX[21] = 0): WRMSR IA32_DS_AREA is #GP (vector %d)", vec);
 		return;
 	}
-	wrmsr(MSR_IA32_DS_AREA, (uint64_t)ds_page);
+	wrmsr(MSR_IA32_DS_AREA, (uint64_t) ds_page);
 	before = rdmsr(MSR_IA32_DS_AREA);
 	vec = wrmsr_safe(MSR_IA32_DS_AREA, 0x8000000000000000ull);
 	report(vec == 13 && rdmsr(MSR_IA32_DS_AREA) == before,
@@ -326,26 +335,26 @@ static void ds_area_msr(void)
 /* ---- legacy PEBS cases ---- */
 
 enum want {
-	W_ONE,		/* calibration: one record written */
-	W_DS_FAULT,	/* the DS area itself unreadable */
-	W_BUF_FAULT,	/* DS fine, the record's address faults */
-	W_BOUNDS,	/* DS fine, the bounds check skips */
-	W_LOOP_DS,	/* DS read through the PML4 loop: zeros, bounds skip, reload 0 */
-	W_TWO,		/* room for two records, threshold past the maximum */
+	W_ONE,	     /* calibration: one record written */
+	W_DS_FAULT,  /* the DS area itself unreadable */
+	W_BUF_FAULT, /* DS fine, the record's address faults */
+	W_BOUNDS,    /* DS fine, the bounds check skips */
+	W_LOOP_DS,   /* DS read through the PML4 loop: zeros, bounds skip, reload 0 */
+	W_TWO,	     /* room for two records, threshold past the maximum */
 };
 
 static void legacy_arm(uint64_t ds)
 {
 	wrmsr(MSR_IA32_DS_AREA, ds);
-	wrmsr(MSR_IA32_PERFEVTSEL0, (fmt == 3 ? EV_INST_PDIST : EV_INST) | EVTSEL_OS | EVTSEL_USR |
-				    EVTSEL_EN);
+	wrmsr(MSR_IA32_PERFEVTSEL0,
+	      (fmt == 3 ? EV_INST_PDIST : EV_INST) | EVTSEL_OS | EVTSEL_USR | EVTSEL_EN);
 	wrmsr(MSR_IA32_PEBS_ENABLE, 1);
 }
 
 static void fill_all(void)
 {
 	fill(pebs_pages, sizeof(pebs_pages));
-	fill((void *)(ram_end - 4096), 4096);
+	fill((void *) (ram_end - 4096), 4096);
 	fill(ds_page, sizeof(ds_page));
 }
 
@@ -356,7 +365,7 @@ static void fill_all(void)
 static void legacy_case(const char *name, uint64_t ds, const uint64_t *hdr, enum want w,
 			unsigned int n)
 {
-	bool own = ds == (uint64_t)ds_page;
+	bool own = ds == (uint64_t) ds_page;
 	uint64_t ctr, since_reset;
 	unsigned int pebs_dirty, ds_dirty, last_dirty;
 
@@ -377,13 +386,13 @@ static void legacy_case(const char *name, uint64_t ds, const uint64_t *hdr, enum
 	since_reset = (ctr - (RESET_VALUE & gp_mask)) & gp_mask;
 	wrmsr(MSR_IA32_PEBS_ENABLE, 0);
 	pebs_dirty = dirty(pebs_pages, sizeof(pebs_pages));
-	last_dirty = dirty((void *)(ram_end - 4096), 4096);
+	last_dirty = dirty((void *) (ram_end - 4096), 4096);
 	/* the DS page but for the header we wrote */
 	ds_dirty = dirty(ds_page, DS_PEBS_BASE) + dirty(ds_page + 0x48, sizeof(ds_page) - 0x48);
 	printf("%sDS_AREA %lx: %u overflows, counter %lx, index %lx, GLOBAL_STATUS seen %lx, "
-	       "%u PMIs, changed qwords: PEBS pages %u, last RAM page %u, DS page %u\n", name, ds,
-	       n, ctr, own ? ds_get(DS_PEBS_INDEX) : 0, rdmsr(MSR_CORE_PERF_GLOBAL_STATUS), pmis,
-	       pebs_dirty, last_dirty, ds_dirty);
+	       "%u PMIs, changed qwords: PEBS pages %u, last RAM page %u, DS page %u\n",
+	       name, ds, n, ctr, own ? ds_get(DS_PEBS_INDEX) : 0,
+	       rdmsr(MSR_CORE_PERF_GLOBAL_STATUS), pmis, pebs_dirty, last_dirty, ds_dirty);
 
 	report(pml4_changed() == 0, "the PML4 is as the guest left it");
 	report(last_dirty == 0, "the last page of RAM is untouched");
@@ -391,14 +400,15 @@ static void legacy_case(const char *name, uint64_t ds, const uint64_t *hdr, enum
 	case W_ONE:
 		rec_size = ds_get(DS_PEBS_INDEX) - hdr[1];
 		if (fmt >= 4)
-			report(rec_size == *(uint64_t *)pebs_pages[0] >> 48,
+			report(rec_size == *(uint64_t *) pebs_pages[0] >> 48,
 			       "one record of %lu bytes (Basic group size field %lu)", rec_size,
-			       *(uint64_t *)pebs_pages[0] >> 48);
+			       *(uint64_t *) pebs_pages[0] >> 48);
 		else
 			report(rec_size == 200, "one record of %lu bytes (want 200, format 3)",
 			       rec_size);
 		report(dirty(pebs_pages[0] + rec_size, 4096 - rec_size) == 0 &&
-		       dirty(pebs_pages[1], 8192) == 0, "nothing written past it");
+			       dirty(pebs_pages[1], 8192) == 0,
+		       "nothing written past it");
 		want_records += 1;
 		break;
 	case W_TWO:
@@ -406,7 +416,8 @@ static void legacy_case(const char *name, uint64_t ds, const uint64_t *hdr, enum
 		       "index advanced by two records of %lu bytes, then stopped at the maximum",
 		       rec_size);
 		report(dirty(pebs_pages[0] + 2 * rec_size, 4096 - 2 * rec_size) == 0 &&
-		       dirty(pebs_pages[1], 8192) == 0, "nothing written past the absolute maximum");
+			       dirty(pebs_pages[1], 8192) == 0,
+		       "nothing written past the absolute maximum");
 		report(since_reset < 1000, "counter reloaded from the reset slot: %lx", ctr);
 		want_records += 2;
 		want_skipped += n - 2;
@@ -428,15 +439,15 @@ static void legacy_case(const char *name, uint64_t ds, const uint64_t *hdr, enum
 		report(ds_get(DS_PEBS_INDEX) == hdr[1], "DS index did not move: %lx",
 		       ds_get(DS_PEBS_INDEX));
 		report(pebs_dirty == 0 && ds_dirty == 0, "no PEBS page, no other DS byte changed");
-		report(since_reset < 1000, "the assist ran: counter reloaded from the reset slot (%lx)",
-		       ctr);
+		report(since_reset < 1000,
+		       "the assist ran: counter reloaded from the reset slot (%lx)", ctr);
 		want_skipped += n;
 		if (w == W_BUF_FAULT)
 			want_faults += n;
 		break;
 	}
 	report(pmis == 0 && !(pmi_status_or & GLOBAL_STATUS_BUFFER_OVF) &&
-	       !(rdmsr(MSR_CORE_PERF_GLOBAL_STATUS) & GLOBAL_STATUS_BUFFER_OVF),
+		       !(rdmsr(MSR_CORE_PERF_GLOBAL_STATUS) & GLOBAL_STATUS_BUFFER_OVF),
 	       "no PMI, no OvfBuffer (the threshold was never reached)");
 	wrmsr(MSR_IA32_DS_AREA, 0);
 }
@@ -451,7 +462,7 @@ static void hdr4(uint64_t *h, uint64_t base, uint64_t index, uint64_t max, uint6
 
 static void legacy_pebs(void)
 {
-	uint64_t p0 = (uint64_t)pebs_pages[0], ds = (uint64_t)ds_page, h[4], *pml4 = pml4_table();
+	uint64_t p0 = (uint64_t) pebs_pages[0], ds = (uint64_t) ds_page, h[4], *pml4 = pml4_table();
 	uint64_t beyond = ram_end + (16ull << 20);
 
 	if (!has_ds || fmt < 3 || fmt > 6) {
@@ -474,7 +485,7 @@ static void legacy_pebs(void)
 	legacy_case("DS at 4 GiB physical: ", WILD_A, 0, W_DS_FAULT, N_OVF);
 	map_page(WILD_A, (1ull << 52) - 4096, PTE_W);
 	legacy_case("DS at the top of physical space: ", WILD_A, 0, W_DS_FAULT, N_OVF);
-	map_page(WILD_PDE, ds, PTE_W);	/* makes the page table, then point the PDE past RAM */
+	map_page(WILD_PDE, ds, PTE_W); /* makes the page table, then point the PDE past RAM */
 	*pde_of(WILD_PDE) = beyond | PTE_P | PTE_W;
 	invlpg(WILD_PDE);
 	legacy_case("DS through a page table past RAM: ", WILD_PDE, 0, W_DS_FAULT, N_OVF);
@@ -487,7 +498,7 @@ static void legacy_pebs(void)
 		report_prefix("PML4 loop: ");
 		report_skip("PML4 entries 4-8 or %llu in use", LOOP_SLOT);
 	} else {
-		pml4[LOOP_SLOT] = ((uint64_t)pml4 & PTE_ADDR) | PTE_P;
+		pml4[LOOP_SLOT] = ((uint64_t) pml4 & PTE_ADDR) | PTE_P;
 		write_cr3(read_cr3());
 		legacy_case("DS through a PML4 loop: ", LOOP_VA, 0, W_LOOP_DS, N_OVF);
 		hdr4(h, LOOP_VA, LOOP_VA, LOOP_VA + 4096, LOOP_VA + 4096);
@@ -509,7 +520,7 @@ static void legacy_pebs(void)
 	hdr4(h, WILD_A, WILD_B - 16, WILD_B + 4096, WILD_B + 4096);
 	legacy_case("record straddling the end of RAM: ", ds, h, W_BUF_FAULT, N_OVF);
 	map_page(WILD_A, beyond, PTE_W);
-	map_page(WILD_B, (uint64_t)pebs_pages[1], PTE_W);
+	map_page(WILD_B, (uint64_t) pebs_pages[1], PTE_W);
 	legacy_case("record from past RAM into RAM: ", ds, h, W_BUF_FAULT, N_OVF);
 	hdr4(h, UNMAPPED_LO, UNMAPPED_LO, UNMAPPED_LO + 4096, UNMAPPED_LO + 4096);
 	legacy_case("buffer unmapped: ", ds, h, W_BUF_FAULT, N_OVF);
@@ -557,10 +568,10 @@ static void arch_case(const char *name, uint64_t base, uint64_t wr, enum arch_wa
 	index = rdmsr(MSR_IA32_PEBS_INDEX);
 	ctr = rdmsr(MSR_IA32_PMC0_LEGACY) & gp_mask;
 	pebs_dirty = dirty(pebs_pages, sizeof(pebs_pages));
-	last_dirty = dirty((void *)(ram_end - 4096), 4096);
+	last_dirty = dirty((void *) (ram_end - 4096), 4096);
 	printf("%sPEBS_BASE %lx, write offset %lx: %u overflows, PEBS_INDEX %lx, counter %lx, "
-	       "%u PMIs (status %lx), changed qwords: PEBS pages %u, last RAM page %u\n", name, base,
-	       wr, n, index, ctr, pmis, pmi_status_or, pebs_dirty, last_dirty);
+	       "%u PMIs (status %lx), changed qwords: PEBS pages %u, last RAM page %u\n",
+	       name, base, wr, n, index, ctr, pmis, pmi_status_or, pebs_dirty, last_dirty);
 	report(last_dirty == 0, "the last page of RAM is untouched");
 	report(((ctr - (ARCH_RELOAD | ~0xffffffffull)) & gp_mask) < 1000,
 	       "counter reloaded from RELOAD_VALUE: %lx", ctr);
@@ -568,11 +579,13 @@ static void arch_case(const char *name, uint64_t base, uint64_t wr, enum arch_wa
 	case A_ONE:
 		rec_size = index & ARCH_INDEX_WR;
 		/* arch PEBS record header: Record Size in [15:0] (not [63:48] as in format 4) */
-		report(rec_size && rec_size == (*(uint64_t *)pebs_pages[0] & 0xffff) &&
-		       !(rec_size & 15), "one record of %lu bytes (header size field %lu)", rec_size,
-		       *(uint64_t *)pebs_pages[0] & 0xffff);
+		report(rec_size && rec_size == (*(uint64_t *) pebs_pages[0] & 0xffff) &&
+			       !(rec_size & 15),
+		       "one record of %lu bytes (header size field %lu)", rec_size,
+		       *(uint64_t *) pebs_pages[0] & 0xffff);
 		report(dirty(pebs_pages[0] + rec_size, 4096 - rec_size) == 0 &&
-		       dirty(pebs_pages[1], 8192) == 0, "nothing written past it");
+			       dirty(pebs_pages[1], 8192) == 0,
+		       "nothing written past it");
 		want_records += 1;
 		break;
 	case A_FAULT:
@@ -598,13 +611,14 @@ static void arch_case(const char *name, uint64_t base, uint64_t wr, enum arch_wa
 
 static void arch_pebs_cases(void)
 {
-	uint64_t p0 = (uint64_t)pebs_pages[0];
+	uint64_t p0 = (uint64_t) pebs_pages[0];
 	int vec;
 
 	report_prefix("arch PEBS: ");
 	if (!arch_pebs) {
 		vec = wrmsr_safe(MSR_IA32_PEBS_BASE, p0);
-		report(vec == 13, "no architectural PEBS: WRMSR IA32_PEBS_BASE is #GP (vector %d)", vec);
+		report(vec == 13, "no architectural PEBS: WRMSR IA32_PEBS_BASE is #GP (vector %d)",
+		       vec);
 		return;
 	}
 	wrmsr(MSR_IA32_PEBS_BASE, p0);
@@ -616,7 +630,8 @@ static void arch_pebs_cases(void)
 	vec = wrmsr_safe(MSR_IA32_PEBS_BASE, p0 | 0x10);
 	report(vec == 13, "PEBS_BASE bit 4 (reserved): #GP (vector %d)", vec);
 	vec = wrmsr_safe(MSR_IA32_PEBS_INDEX, 8);
-	report(vec == 13, "PEBS_INDEX bit 3 (write offset is 16-byte aligned): #GP (vector %d)", vec);
+	report(vec == 13, "PEBS_INDEX bit 3 (write offset is 16-byte aligned): #GP (vector %d)",
+	       vec);
 	vec = wrmsr_safe(MSR_IA32_PEBS_INDEX, 1ull << 63);
 	report(vec == 13, "PEBS_INDEX bit 63: #GP (vector %d)", vec);
 	wrmsr(MSR_IA32_PEBS_BASE, 0);
@@ -646,7 +661,7 @@ static void storm_main(void)
 	report_prefix("PMI storm, main re-enables: ");
 	quiesce();
 	pmi_mode = PMI_STORM_MAIN;
-	want_rip = (uint64_t)storm_main_after;
+	want_rip = (uint64_t) storm_main_after;
 	arm_minus_one();
 	wrmsr(MSR_IA32_PERFEVTSEL0, EV_INST | EVTSEL_OS | EVTSEL_USR | EVTSEL_INT | EVTSEL_EN);
 	/* each iteration: the WRMSR of GLOBAL_CTRL counts, overflows, PMI right after it */
@@ -660,9 +675,13 @@ static void storm_main(void)
 			 "nop\n\t"
 			 "dec %%esi\n\t"
 			 "jnz 1b\n\t"
-			 : "+S"(n) : : "eax", "ecx", "edx", "memory");
-	printf("PMI storm (main): %u iterations, %u PMIs, %u with GLOBAL_STATUS.PMC0, %u at another "
-	       "RIP than %p\n", STORM, pmis, status_hits, bad_rip, (void *)storm_main_after);
+			 : "+S"(n)
+			 :
+			 : "eax", "ecx", "edx", "memory");
+	printf("PMI storm (main): %u iterations, %u PMIs, %u with GLOBAL_STATUS.PMC0, %u at "
+	       "another "
+	       "RIP than %p\n",
+	       STORM, pmis, status_hits, bad_rip, (void *) storm_main_after);
 	report(pmis == STORM, "one PMI per iteration: %u (want %u)", pmis, STORM);
 	report(status_hits == STORM, "GLOBAL_STATUS.PMC0 in each: %u", status_hits);
 	report(bad_rip == 0, "each right after the overflowing WRMSR (%u elsewhere)", bad_rip);
@@ -676,7 +695,7 @@ static void storm_self(bool nmi)
 	report_prefix(nmi ? "NMI storm, handler re-arms: " : "PMI storm, handler re-arms: ");
 	quiesce();
 	pmi_mode = nmi ? PMI_NMI_SELF : PMI_STORM_SELF;
-	want_rip = (uint64_t)storm_self_after;
+	want_rip = (uint64_t) storm_self_after;
 	apic_write(APIC_LVTPC, nmi ? APIC_DM_NMI : PMI_VECTOR);
 	arm_minus_one();
 	wrmsr(MSR_IA32_PERFEVTSEL0, EV_INST | EVTSEL_OS | EVTSEL_USR | EVTSEL_INT | EVTSEL_EN);
@@ -688,15 +707,19 @@ static void storm_self(bool nmi)
 			 ".globl storm_self_after\n"
 			 "storm_self_after:\n\t"
 			 "nop\n\t"
-			 : : : "eax", "ecx", "edx", "memory");
+			 :
+			 :
+			 : "eax", "ecx", "edx", "memory");
 	want_rip = 0;
 	printf("%s storm (handler): %u PMIs, %u with GLOBAL_STATUS.PMC0, %u not at %p\n",
-	       nmi ? "NMI" : "PMI", pmis, status_hits, bad_rip, (void *)storm_self_after);
+	       nmi ? "NMI" : "PMI", pmis, status_hits, bad_rip, (void *) storm_self_after);
 	report(pmis == want, "the handler's %u re-arms, then the main line goes on: %u PMIs",
 	       want - 1, pmis);
 	report(status_hits == want, "GLOBAL_STATUS.PMC0 in each: %u", status_hits);
-	report(bad_rip == 0, "each delivered right after the IRET, before the next instruction "
-	       "(%u elsewhere)", bad_rip);
+	report(bad_rip == 0,
+	       "each delivered right after the IRET, before the next instruction "
+	       "(%u elsewhere)",
+	       bad_rip);
 	quiesce();
 }
 
@@ -714,7 +737,9 @@ static void overflow_int_loop(unsigned int n)
 			 "nop\n\tnop\n\tnop\n\tnop\n\t"
 			 "dec %%esi\n\t"
 			 "jnz 1b\n\t"
-			 : "+S"(n) : : "eax", "ecx", "edx", "memory");
+			 : "+S"(n)
+			 :
+			 : "eax", "ecx", "edx", "memory");
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
 }
 
@@ -755,8 +780,9 @@ static void unmask_no_eoi(void)
 	during = pmis;
 	printf("unmask, no EOI: %u overflows, %u PMIs, LVT after %x\n", LOOPS, during, lvt);
 	report(during == 1, "one PMI while its vector is in service: %u", during);
-	report(lvt & APIC_LVT_MASKED, "the second overflow went to IRR and masked the LVT: %x", lvt);
-	apic_eoi();	/* the held PMI comes now; its handler does not EOI either */
+	report(lvt & APIC_LVT_MASKED, "the second overflow went to IRR and masked the LVT: %x",
+	       lvt);
+	apic_eoi(); /* the held PMI comes now; its handler does not EOI either */
 	__asm__ volatile("nop\n\tnop\n\tnop" ::: "memory");
 	report(pmis == 2, "the EOI releases exactly the one held PMI: %u", pmis);
 	apic_eoi();
@@ -793,16 +819,16 @@ int main(uint64_t arg)
 	ram_end = find_ram_end();
 	__asm__ volatile("mov %%cr0, %0" : "=r"(cr0));
 	printf("perfmon v%u, %u GP counters (mask %lx), DS %d, PEBS format %u, arch PEBS %d, "
-	       "%u linear-address bits, RAM ends at %lx, CR0 %lx\n", version, nr_gp, gp_mask, has_ds,
-	       fmt, arch_pebs, lin_bits, ram_end, cr0);
+	       "%u linear-address bits, RAM ends at %lx, CR0 %lx\n",
+	       version, nr_gp, gp_mask, has_ds, fmt, arch_pebs, lin_bits, ram_end, cr0);
 	report(version >= 2 && nr_gp >= 1, "architectural perfmon with a GP counter");
-	report(ram_end >= (16ull << 20) && (uint64_t)pebs_pages[2] + 4096 <= ram_end,
+	report(ram_end >= (16ull << 20) && (uint64_t) pebs_pages[2] + 4096 <= ram_end,
 	       "RAM (identity-mapped) ends at %lx, past our pages", ram_end);
 	if (version < 2 || !nr_gp || ram_end < (16ull << 20))
 		return report_summary();
 	if (!(cr0 & (1ull << 16))) {
-		cr0 |= 1ull << 16;	/* the PML4-loop case relies on write protection */
-		__asm__ volatile("mov %0, %%cr0" :: "r"(cr0) : "memory");
+		cr0 |= 1ull << 16; /* the PML4-loop case relies on write protection */
+		__asm__ volatile("mov %0, %%cr0" ::"r"(cr0) : "memory");
 	}
 	sti();
 

@@ -22,16 +22,16 @@
  */
 #include "guest.h"
 
-#define MSR_CORE_PERF_GLOBAL_STATUS_SET	0x391
+#define MSR_CORE_PERF_GLOBAL_STATUS_SET 0x391
 #define GLOBAL_STATUS_LBRS_FROZEN	(1ull << 58)
 #define GLOBAL_STATUS_CTR_FRZ		(1ull << 59)
 #define GLOBAL_STATUS_COND_CHG		(1ull << 63)
 #define PERF_CAP_FW_WRITE		(1ull << 13)
-#define EV_INST		0x00c0	/* INST_RETIRED.ANY_P, architectural event 1 */
-#define EV_CYCLES	0x003c	/* CPU_CLK_UNHALTED.THREAD_P, architectural event 0 */
-#define PMI_VECTOR	0xf0
-#define REGION_EXTRA	5	/* instructions of the region besides the 2n of the loop */
-#define FIXED(i)	(32 + (i))
+#define EV_INST				0x00c0 /* INST_RETIRED.ANY_P, architectural event 1 */
+#define EV_CYCLES			0x003c /* CPU_CLK_UNHALTED.THREAD_P, architectural event 0 */
+#define PMI_VECTOR			0xf0
+#define REGION_EXTRA			5 /* instructions of the region besides the 2n of the loop */
+#define FIXED(i)			(32 + (i))
 
 static unsigned int version, nr_gp, nr_fixed;
 static uint64_t gp_mask, fixed_mask, perf_cap;
@@ -42,8 +42,8 @@ static volatile struct {
 	uint64_t vector, rip, rcx, status, ctrl, lvt, debugctl, watched;
 	uint64_t ctr[2][4];
 } seen;
-static volatile unsigned int watch;	/* the counter the handler reads first (seen.watched) */
-static volatile bool handler_stops;	/* the handler stops and clears what it saw */
+static volatile unsigned int watch; /* the counter the handler reads first (seen.watched) */
+static volatile bool handler_stops; /* the handler stops and clears what it saw */
 
 extern char region_loop[], region_jnz[];
 
@@ -58,7 +58,7 @@ static void ctr_write(unsigned int c, uint64_t v)
 		wrmsr(MSR_CORE_PERF_FIXED_CTR0 + c - 32, v);
 	else if (perf_cap & PERF_CAP_FW_WRITE)
 		wrmsr(MSR_IA32_PMC0_FULL + c, v);
-	else	/* legacy write: bit 31 is sign-extended to the width */
+	else /* legacy write: bit 31 is sign-extended to the width */
 		wrmsr(MSR_IA32_PMC0 + c, v);
 }
 
@@ -75,7 +75,7 @@ static void ctr_setup(unsigned int c, uint16_t ev, bool intr)
 		uint64_t ctrl = rdmsr(MSR_CORE_PERF_FIXED_CTR_CTRL) & ~(0xfull << 4 * i);
 
 		/* SDM Vol. 3B Fig. 21-2: per counter, bit 0 OS, 1 USR, 3 PMI */
-		wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, ctrl | (uint64_t)(intr ? 0xb : 0x3) << 4 * i);
+		wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, ctrl | (uint64_t) (intr ? 0xb : 0x3) << 4 * i);
 	} else {
 		wrmsr(MSR_IA32_PERFEVTSEL0 + c,
 		      ev | EVTSEL_USR | EVTSEL_OS | EVTSEL_EN | (intr ? EVTSEL_INT : 0));
@@ -107,7 +107,7 @@ static void on_pmi(struct frame *f)
 	seen.debugctl = rdmsr(MSR_IA32_DEBUGCTL);
 	seen.lvt = apic_read(APIC_LVTPC);
 	snap(seen.ctr[0]);
-	spin(100);	/* 200 instructions the counters see unless frozen */
+	spin(100); /* 200 instructions the counters see unless frozen */
 	snap(seen.ctr[1]);
 	if (handler_stops) {
 		wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
@@ -124,24 +124,23 @@ static void on_pmi(struct frame *f)
  */
 static void __attribute__((noinline)) region(uint64_t en, uint32_t n)
 {
-	uint32_t a = (uint32_t)en, d = (uint32_t)(en >> 32), c = MSR_CORE_PERF_GLOBAL_CTRL;
+	uint32_t a = (uint32_t) en, d = (uint32_t) (en >> 32), c = MSR_CORE_PERF_GLOBAL_CTRL;
 
-	__asm__ volatile(
-		"wrmsr\n\t"
-		"mov %[n], %%ecx\n"
-		".globl region_loop\n"
-		"region_loop:\n\t"
-		"dec %%ecx\n"
-		".globl region_jnz\n"
-		"region_jnz:\n\t"
-		"jnz region_loop\n\t"
-		"xor %%eax, %%eax\n\t"
-		"xor %%edx, %%edx\n\t"
-		"mov $0x38f, %%ecx\n\t"
-		"wrmsr\n\t"
-		: "+a"(a), "+d"(d), "+c"(c)
-		: [n] "r"(n)
-		: "memory");
+	__asm__ volatile("wrmsr\n\t"
+			 "mov %[n], %%ecx\n"
+			 ".globl region_loop\n"
+			 "region_loop:\n\t"
+			 "dec %%ecx\n"
+			 ".globl region_jnz\n"
+			 "region_jnz:\n\t"
+			 "jnz region_loop\n\t"
+			 "xor %%eax, %%eax\n\t"
+			 "xor %%edx, %%edx\n\t"
+			 "mov $0x38f, %%ecx\n\t"
+			 "wrmsr\n\t"
+			 : "+a"(a), "+d"(d), "+c"(c)
+			 : [n] "r"(n)
+			 : "memory");
 }
 
 /* Everything off and zero, status clear, LVT set to lvt. */
@@ -204,10 +203,12 @@ static void test_overflow_bits(void)
 		uint32_t lvt;
 
 		if (total < before) {
-			/* fixed counter 3 is TOPDOWN.SLOTS, which the exact backend leaves unbacked */
+			/* fixed counter 3 is TOPDOWN.SLOTS, which the exact backend leaves unbacked
+			 */
 			report_skip("%s counted %lu events in the region (%s): too few to overflow",
 				    ctr_name(c), total,
-				    c == FIXED(3) ? "TOPDOWN.SLOTS, not counted by this backend" : "?");
+				    c == FIXED(3) ? "TOPDOWN.SLOTS, not counted by this backend"
+						  : "?");
 			continue;
 		}
 		reset(PMI_VECTOR);
@@ -220,18 +221,22 @@ static void test_overflow_bits(void)
 		lvt = apic_read(APIC_LVTPC);
 		cli();
 		printf("%s (%s): %lu events in the region, preset -%lu: counter %lu, "
-		       "GLOBAL_STATUS %lx\n", ctr_name(c),
-		       c >= 32 ? "fixed" : ev == EV_INST ? "instructions" : "cycles", total, before,
-		       v, status);
+		       "GLOBAL_STATUS %lx\n",
+		       ctr_name(c),
+		       c >= 32	       ? "fixed"
+		       : ev == EV_INST ? "instructions"
+				       : "cycles",
+		       total, before, v, status);
 		if (c == 0)
-			report(total == 2 * n + REGION_EXTRA, "GP0 counts the region's %u instructions",
-			       2 * n + REGION_EXTRA);
+			report(total == 2 * n + REGION_EXTRA,
+			       "GP0 counts the region's %u instructions", 2 * n + REGION_EXTRA);
 		if (c == FIXED(0))
 			report(total == 2 * n + REGION_EXTRA,
 			       "FIXED0 counts the region's %u instructions", 2 * n + REGION_EXTRA);
-		report(v == total - before, "%s wraps to the %lu events past the overflow", ctr_name(c),
-		       total - before);
-		report(status == bit(c), "%s overflow sets GLOBAL_STATUS bit %u alone", ctr_name(c), c);
+		report(v == total - before, "%s wraps to the %lu events past the overflow",
+		       ctr_name(c), total - before);
+		report(status == bit(c), "%s overflow sets GLOBAL_STATUS bit %u alone", ctr_name(c),
+		       c);
 		report(seen.count == 0 && lvt == PMI_VECTOR, "%s without %s: no PMI, LVT untouched",
 		       ctr_name(c), c >= 32 ? "PMI" : "INT");
 	}
@@ -248,7 +253,7 @@ static void test_legacy_write_wrap(void)
 
 	reset(APIC_LVT_MASKED | PMI_VECTOR);
 	ctr_setup(0, EV_INST, false);
-	wrmsr(MSR_IA32_PMC0, (uint32_t)-50);
+	wrmsr(MSR_IA32_PMC0, (uint32_t) -50);
 	v = rdmsr(MSR_IA32_PMC0);
 	report(v == gp_mask - 49, "legacy write of -50 reads %lx (sign-extended to the width)", v);
 	region(bit(0), n);
@@ -281,22 +286,24 @@ static void test_pmi(unsigned int c, uint32_t lvt, const char *apic)
 	region(bit(c), n);
 	cli();
 	counted = 2 + 2 * (n - seen.rcx);
-	printf("%s %s %s: %d PMI(s), vector %lu, RIP %lx, ECX %lu -> %lu instructions, counter %lu, "
-	       "GLOBAL_STATUS %lx, LVT %lx\n", apic, how, ctr_name(c), seen.count, seen.vector,
-	       seen.rip, seen.rcx, counted, seen.watched, seen.status,
-	       seen.lvt);
-	report(seen.count == 1 && seen.vector == (nmi ? 2 : PMI_VECTOR), "%s %s %s: one PMI, vector %u",
-	       apic, how, ctr_name(c), nmi ? 2 : PMI_VECTOR);
-	report(counted == 1000 && seen.rip == (uint64_t)region_loop,
+	printf("%s %s %s: %d PMI(s), vector %lu, RIP %lx, ECX %lu -> %lu instructions, counter "
+	       "%lu, "
+	       "GLOBAL_STATUS %lx, LVT %lx\n",
+	       apic, how, ctr_name(c), seen.count, seen.vector, seen.rip, seen.rcx, counted,
+	       seen.watched, seen.status, seen.lvt);
+	report(seen.count == 1 && seen.vector == (nmi ? 2 : PMI_VECTOR),
+	       "%s %s %s: one PMI, vector %u", apic, how, ctr_name(c), nmi ? 2 : PMI_VECTOR);
+	report(counted == 1000 && seen.rip == (uint64_t) region_loop,
 	       "%s %s %s: PMI right after instruction 1000 (the jnz at %p)", apic, how, ctr_name(c),
-	       (void *)region_jnz);
+	       (void *) region_jnz);
 	report(seen.watched == 0, "%s %s %s: counter frozen at 0 in the handler", apic, how,
 	       ctr_name(c));
 	report(seen.status == (bit(c) | (version >= 4 ? GLOBAL_STATUS_CTR_FRZ : 0)),
 	       "%s %s %s: GLOBAL_STATUS bit %u%s", apic, how, ctr_name(c), c,
 	       version >= 4 ? " and CTR_Frz" : "");
 	/* the APIC sets the mask bit when it delivers (SDM Vol. 3A 11.5.1) */
-	report(seen.lvt == (lvt | APIC_LVT_MASKED) && apic_read(APIC_LVTPC) == (lvt | APIC_LVT_MASKED),
+	report(seen.lvt == (lvt | APIC_LVT_MASKED) &&
+		       apic_read(APIC_LVTPC) == (lvt | APIC_LVT_MASKED),
 	       "%s %s %s: LVT %x masked by the delivery (read %lx)", apic, how, ctr_name(c), lvt,
 	       seen.lvt);
 }
@@ -454,21 +461,25 @@ static void test_freeze(void)
 	region(en, n);
 	cli();
 	printf("freeze: PMI %d, GLOBAL_STATUS %lx, GLOBAL_CTRL %lx, GP0 %lu/%lu GP1 %lu/%lu "
-	       "FIXED0 %lu/%lu FIXED1 %lu/%lu (before/after 200 handler instructions)\n", seen.count,
-	       seen.status, seen.ctrl, seen.ctr[0][0], seen.ctr[1][0], seen.ctr[0][1],
+	       "FIXED0 %lu/%lu FIXED1 %lu/%lu (before/after 200 handler instructions)\n",
+	       seen.count, seen.status, seen.ctrl, seen.ctr[0][0], seen.ctr[1][0], seen.ctr[0][1],
 	       seen.ctr[1][1], seen.ctr[0][2], seen.ctr[1][2], seen.ctr[0][3], seen.ctr[1][3]);
 	report(seen.count == 1, "freeze: one PMI");
 	if (streamlined) {
 		report(seen.status == (bit(0) | GLOBAL_STATUS_CTR_FRZ),
 		       "streamlined freeze: GLOBAL_STATUS = PMC0 | CTR_Frz (%lx)", seen.status);
-		report(seen.ctrl == en, "streamlined freeze: GLOBAL_CTRL unchanged (%lx)", seen.ctrl);
-		report_skip("legacy freeze (GLOBAL_CTRL cleared) is perfmon v2-3; this model is v%u",
-			    version);
+		report(seen.ctrl == en, "streamlined freeze: GLOBAL_CTRL unchanged (%lx)",
+		       seen.ctrl);
+		report_skip(
+			"legacy freeze (GLOBAL_CTRL cleared) is perfmon v2-3; this model is v%u",
+			version);
 	} else {
-		report(seen.status == bit(0), "legacy freeze: GLOBAL_STATUS = PMC0 (%lx)", seen.status);
+		report(seen.status == bit(0), "legacy freeze: GLOBAL_STATUS = PMC0 (%lx)",
+		       seen.status);
 		report(seen.ctrl == 0, "legacy freeze: GLOBAL_CTRL cleared (%lx)", seen.ctrl);
 	}
-	report(seen.ctr[0][0] == 0 && seen.ctr[1][0] == 0, "freeze: GP0 stays at 0 past its overflow");
+	report(seen.ctr[0][0] == 0 && seen.ctr[1][0] == 0,
+	       "freeze: GP0 stays at 0 past its overflow");
 	report(seen.ctr[0][2] == 1000 && seen.ctr[1][2] == 1000,
 	       "freeze: FIXED0 (no PMI) frozen at instruction 1000 too");
 	if (nr_gp > 1)
@@ -560,7 +571,8 @@ int main(uint64_t arg)
 		nr_fixed = 4;
 	printf("perfmon v%u: %u GP counters (mask %lx), %u fixed (mask %lx)\n", version, nr_gp,
 	       gp_mask, nr_fixed, fixed_mask);
-	report(version >= 2 && nr_gp >= 1 && nr_fixed >= 1, "perfmon v2+ with GP and fixed counters");
+	report(version >= 2 && nr_gp >= 1 && nr_fixed >= 1,
+	       "perfmon v2+ with GP and fixed counters");
 	if (version < 2 || !nr_gp || !nr_fixed)
 		return report_summary();
 	perf_cap = rdmsr(MSR_IA32_PERF_CAPABILITIES);

@@ -54,16 +54,16 @@
  */
 #include "guest.h"
 
-#define PMI_VECTOR	0xf0
-#define LOOPS		30
-#define PRE		16	/* wrmsr + 15 movabs */
-#define PER		4	/* instructions per iteration */
-#define TOTAL		(PRE + PER * LOOPS + 3)
-#define MAX_RECS	32
+#define PMI_VECTOR 0xf0
+#define LOOPS	   30
+#define PRE	   16 /* wrmsr + 15 movabs */
+#define PER	   4  /* instructions per iteration */
+#define TOTAL	   (PRE + PER * LOOPS + 3)
+#define MAX_RECS   32
 
 #define V_RAX0	0xa0a0a0a0a0a00000
-#define V_RBX	0xa0a0a0a0a0a0001e	/* V_RAX0 + LOOPS: the loop's end */
-#define V_RCX	0xc1c1c1c1c1c1c1c1	/* also what seq_ld loads */
+#define V_RBX	0xa0a0a0a0a0a0001e /* V_RAX0 + LOOPS: the loop's end */
+#define V_RCX	0xc1c1c1c1c1c1c1c1 /* also what seq_ld loads */
 #define V_RDX	0xd1d1d1d1d1d1d1d1
 #define V_RDI	0xd7d7d7d7d7d7d7d7
 #define V_RBP	0xb9b9b9b9b9b9b9b9
@@ -76,59 +76,59 @@
 #define V_R14	0x1414141414141414
 #define V_R15	0x1515151515151515
 #define STR_(x) #x
-#define STR(x) STR_(x)
+#define STR(x)	STR_(x)
 _Static_assert(V_RBX == V_RAX0 + LOOPS, "RBX ends the loop");
 
-#define MSR_IA32_PEBS_BASE	0x3f4	/* architectural PEBS */
-#define MSR_IA32_PEBS_INDEX	0x3f5
-#define MSR_GP_CFG_C(n)		(0x1903 + 4 * (n))	/* IA32_PMC_GPn_CFG_C */
-#define MSR_FX_CFG_C(n)		(0x1983 + 4 * (n))	/* IA32_PMC_FXn_CFG_C */
-#define PERF_CAP_LBR_FMT(cap)	((cap) & 0x3f)
-#define PERF_CAP_TIMING_INFO	(1ull << 17)
-#define DEBUGCTL_LBR		(1ull << 0)
+#define MSR_IA32_PEBS_BASE    0x3f4 /* architectural PEBS */
+#define MSR_IA32_PEBS_INDEX   0x3f5
+#define MSR_GP_CFG_C(n)	      (0x1903 + 4 * (n)) /* IA32_PMC_GPn_CFG_C */
+#define MSR_FX_CFG_C(n)	      (0x1983 + 4 * (n)) /* IA32_PMC_FXn_CFG_C */
+#define PERF_CAP_LBR_FMT(cap) ((cap) &0x3f)
+#define PERF_CAP_TIMING_INFO  (1ull << 17)
+#define DEBUGCTL_LBR	      (1ull << 0)
 
 /* MSR_PEBS_DATA_CFG, Table 22-102 */
-#define DC_MEM		(1ull << 0)
-#define DC_GPR		(1ull << 1)
-#define DC_XMM		(1ull << 2)
-#define DC_LBR		(1ull << 3)
-#define DC_CNTR		(1ull << 4)
-#define DC_LBR_ENTRIES(n) ((uint64_t)((n) - 1) << 24)
-#define DC_PMC(x)	(1ull << (32 + (x)))
-#define DC_FIXED(x)	(1ull << (48 + (x)))
-#define NR_LBR		3	/* LBR entries the LBR-group records ask for */
+#define DC_MEM		  (1ull << 0)
+#define DC_GPR		  (1ull << 1)
+#define DC_XMM		  (1ull << 2)
+#define DC_LBR		  (1ull << 3)
+#define DC_CNTR		  (1ull << 4)
+#define DC_LBR_ENTRIES(n) ((uint64_t) ((n) -1) << 24)
+#define DC_PMC(x)	  (1ull << (32 + (x)))
+#define DC_FIXED(x)	  (1ull << (48 + (x)))
+#define NR_LBR		  3 /* LBR entries the LBR-group records ask for */
 
 /* Architectural PEBS: CFG_C, PEBS_INDEX and the record header (Linux's struct arch_pebs_*) */
-#define CFG_C_RELOAD	0xffffffffull
-#define CFG_C_ALLOW	(1ull << 35)
-#define CFG_C_CNTR_GP	(1ull << 36)
-#define CFG_C_CNTR_FX	(1ull << 37)
-#define CFG_C_XMM	(1ull << 49)
-#define CFG_C_GPR	(1ull << 61)
-#define CFG_C_AUX	(1ull << 62)
-#define CFG_C_EN	(1ull << 63)
-#define INDEX_WR	0x7fffff0ull	/* bits 26:4: byte offset, 16-byte units */
-#define INDEX_FULL	(1ull << 31)
-#define INDEX_EN	(1ull << 32)
-#define INDEX_THRESH(off) ((uint64_t)((off) >> 4) << 36)	/* bits 58:36, 16-byte units */
-#define AHDR_MODE64	(1ull << 30)
-#define AHDR_BASIC	(1ull << 63)
+#define CFG_C_RELOAD	  0xffffffffull
+#define CFG_C_ALLOW	  (1ull << 35)
+#define CFG_C_CNTR_GP	  (1ull << 36)
+#define CFG_C_CNTR_FX	  (1ull << 37)
+#define CFG_C_XMM	  (1ull << 49)
+#define CFG_C_GPR	  (1ull << 61)
+#define CFG_C_AUX	  (1ull << 62)
+#define CFG_C_EN	  (1ull << 63)
+#define INDEX_WR	  0x7fffff0ull /* bits 26:4: byte offset, 16-byte units */
+#define INDEX_FULL	  (1ull << 31)
+#define INDEX_EN	  (1ull << 32)
+#define INDEX_THRESH(off) ((uint64_t) ((off) >> 4) << 36) /* bits 58:36, 16-byte units */
+#define AHDR_MODE64	  (1ull << 30)
+#define AHDR_BASIC	  (1ull << 63)
 
 /* DS save area, 64-bit layout (Fig 20-8), in qwords */
-#define DS_PEBS_BASE		4
-#define DS_PEBS_INDEX		5
-#define DS_PEBS_ABS_MAX		6
-#define DS_PEBS_THRESHOLD	7
-#define DS_GP_RESET(n)		(8 + (n))	/* 40H + 8n */
-#define DS_QWORDS		64
-#define POISON(slot)		(0 - 0x10000ull - 0x100ull * (slot))
+#define DS_PEBS_BASE	  4
+#define DS_PEBS_INDEX	  5
+#define DS_PEBS_ABS_MAX	  6
+#define DS_PEBS_THRESHOLD 7
+#define DS_GP_RESET(n)	  (8 + (n)) /* 40H + 8n */
+#define DS_QWORDS	  64
+#define POISON(slot)	  (0 - 0x10000ull - 0x100ull * (slot))
 
-#define FILL		0x5a5a5a5a5a5a5a5aull
-#define FIXED(i)	(32 + (i))
+#define FILL	 0x5a5a5a5a5a5a5a5aull
+#define FIXED(i) (32 + (i))
 
 /* Linear addresses of our own making, in the top PML4 slot */
-#define HI_DS		0xffffffffc0000000ull
-#define HI_BUF		0xfffffffffffe0000ull
+#define HI_DS  0xffffffffc0000000ull
+#define HI_BUF 0xfffffffffffe0000ull
 
 /* ---- the sampled sequence ---- */
 
@@ -145,49 +145,52 @@ __asm__(".text\n"
 	".globl pebs_seq\n"
 	"pebs_seq:\n\t"
 	"push %rbx\n\tpush %rbp\n\tpush %r12\n\tpush %r13\n\tpush %r14\n\tpush %r15\n\t"
-	"mov %rsp, seq_rsp(%rip)\n\t"
-	XMM(0) XMM(1) XMM(2) XMM(3) XMM(4) XMM(5) XMM(6) XMM(7)
-	XMM(8) XMM(9) XMM(10) XMM(11) XMM(12) XMM(13) XMM(14) XMM(15)
-	"mov %rdi, %rax\n\t"
-	"mov %rdi, %rdx\n\t"
-	"shr $32, %rdx\n\t"
-	"mov $0x38f, %ecx\n\t"
-	"wrmsr\n\t"
-	"movabs $" STR(V_RAX0) ", %rax\n\t"
-	"movabs $" STR(V_RBX) ", %rbx\n\t"
-	"movabs $" STR(V_RCX) ", %rcx\n\t"
-	"movabs $" STR(V_RDX) ", %rdx\n\t"
-	"movabs $seq_data, %rsi\n\t"
-	"movabs $" STR(V_RDI) ", %rdi\n\t"
-	"movabs $" STR(V_RBP) ", %rbp\n\t"
-	"movabs $" STR(V_R8) ", %r8\n\t"
-	"movabs $" STR(V_R9) ", %r9\n\t"
-	"movabs $" STR(V_R10) ", %r10\n\t"
-	"movabs $" STR(V_R11) ", %r11\n\t"
-	"movabs $" STR(V_R12) ", %r12\n\t"
-	"movabs $" STR(V_R13) ", %r13\n\t"
-	"movabs $" STR(V_R14) ", %r14\n\t"
-	"movabs $" STR(V_R15) ", %r15\n"
-	".globl seq_loop\n"
-	"seq_loop:\n\t"
-	"inc %rax\n"
-	".globl seq_ld\n"
-	"seq_ld:\n\t"
-	"mov (%rsi), %rcx\n"
-	".globl seq_cmp\n"
-	"seq_cmp:\n\t"
-	"cmp %rax, %rbx\n"
-	".globl seq_jne\n"
-	"seq_jne:\n\t"
-	"jne seq_loop\n"
-	".globl seq_end\n"
-	"seq_end:\n\t"
-	"mov $0x38f, %ecx\n\t"
-	"xor %eax, %eax\n\t"
-	"xor %edx, %edx\n\t"
-	"wrmsr\n\t"
-	"pop %r15\n\tpop %r14\n\tpop %r13\n\tpop %r12\n\tpop %rbp\n\tpop %rbx\n\t"
-	"ret\n");
+	"mov %rsp, seq_rsp(%rip)\n\t" XMM(0) XMM(1)
+		XMM(2)
+			XMM(3)
+				XMM(4) XMM(5) XMM(6) XMM(7) XMM(8) XMM(9) XMM(10) XMM(11) XMM(12) XMM(13) XMM(14) XMM(15) "mov %rdi, %rax\n\t"
+															  "mov %rdi, %rdx\n\t"
+															  "shr $32, %rdx\n\t"
+															  "mov $0x38f, %ecx\n\t"
+															  "wrmsr\n\t"
+															  "movabs $" STR(V_RAX0) ", %rax\n\t"
+																		 "movabs $" STR(V_RBX) ", %rbx\n\t"
+																				       "movabs $" STR(V_RCX) ", %rcx\n\t"
+																							     "movabs $" STR(V_RDX) ", %rdx\n\t"
+																										   "movabs $seq_data, %rsi\n\t"
+																										   "movabs $" STR(V_RDI) ", %rdi\n\t"
+																													 "movabs $" STR(V_RBP) ", %rbp\n\t"
+																															       "movabs $" STR(V_R8) ", %r8\n\t"
+																																		    "movabs $" STR(V_R9) ", %r9\n\t"
+																																					 "movabs $" STR(V_R10) ", %r10\n\t"
+																																							       "movabs $" STR(
+																																								       V_R11) ", %r11\n\t"
+																																									      "movabs $" STR(V_R12) ", %r12\n\t"
+																																												    "movabs $" STR(V_R13) ", %r13\n\t"
+																																															  "movabs $" STR(
+																																																  V_R14) ", %r14\n\t"
+																																																	 "movabs $" STR(
+																																																		 V_R15) ", %r15\n"
+																																																			".globl seq_loop\n"
+																																																			"seq_loop:\n\t"
+																																																			"inc %rax\n"
+																																																			".globl seq_ld\n"
+																																																			"seq_ld:\n\t"
+																																																			"mov (%rsi), %rcx\n"
+																																																			".globl seq_cmp\n"
+																																																			"seq_cmp:\n\t"
+																																																			"cmp %rax, %rbx\n"
+																																																			".globl seq_jne\n"
+																																																			"seq_jne:\n\t"
+																																																			"jne seq_loop\n"
+																																																			".globl seq_end\n"
+																																																			"seq_end:\n\t"
+																																																			"mov $0x38f, %ecx\n\t"
+																																																			"xor %eax, %eax\n\t"
+																																																			"xor %edx, %edx\n\t"
+																																																			"wrmsr\n\t"
+																																																			"pop %r15\n\tpop %r14\n\tpop %r13\n\tpop %r12\n\tpop %rbp\n\tpop %rbx\n\t"
+																																																			"ret\n");
 
 enum kind { EV_INST, EV_LOAD, EV_BRANCH };
 enum step { K_INC = 1, K_LD, K_CMP, K_JNE };
@@ -222,26 +225,26 @@ static uint64_t events_upto(enum kind k, uint64_t n)
 
 static unsigned int iter_of(uint64_t n)
 {
-	return (unsigned int)((n - PRE - 1) / PER + 1);
+	return (unsigned int) ((n - PRE - 1) / PER + 1);
 }
 
 static unsigned int step_of(uint64_t n)
 {
-	return (unsigned int)((n - PRE - 1) % PER + 1);
+	return (unsigned int) ((n - PRE - 1) % PER + 1);
 }
 
 static uint64_t ip_of(uint64_t n)
 {
 	static char *const at[] = { 0, seq_loop, seq_ld, seq_cmp, seq_jne };
 
-	return (uint64_t)at[step_of(n)];
+	return (uint64_t) at[step_of(n)];
 }
 
 static uint64_t next_ip(uint64_t n)
 {
 	if (step_of(n) != K_JNE)
 		return ip_of(n + 1);
-	return (uint64_t)(iter_of(n) < LOOPS ? seq_loop : seq_end);
+	return (uint64_t) (iter_of(n) < LOOPS ? seq_loop : seq_end);
 }
 
 /* RFLAGS as the loop's instructions leave them: computed by running them */
@@ -252,9 +255,11 @@ static uint64_t flags_after(uint64_t n)
 	if (step_of(n) <= K_LD) {
 		/* inc keeps CF: the previous iteration's cmp left it clear */
 		rax--;
-		__asm__ volatile("clc\n\tinc %0\n\tpushfq\n\tpop %1" : "+r"(rax), "=r"(f) :: "cc");
+		__asm__ volatile("clc\n\tinc %0\n\tpushfq\n\tpop %1" : "+r"(rax), "=r"(f)::"cc");
 	} else {
-		__asm__ volatile("cmp %1, %2\n\tpushfq\n\tpop %0" : "=r"(f) : "r"(rax), "r"(V_RBX)
+		__asm__ volatile("cmp %1, %2\n\tpushfq\n\tpop %0"
+				 : "=r"(f)
+				 : "r"(rax), "r"(V_RBX)
 				 : "cc");
 	}
 	return f;
@@ -268,11 +273,11 @@ static bool arch_pebs, adaptive, timed, has_lbr, has_sse, arch_cntr;
 
 static volatile uint64_t ds_mem[DS_QWORDS] __attribute__((aligned(64)));
 static uint8_t pebs_buf[16384] __attribute__((aligned(4096)));
-#define ARCH_BASE_SIZE	2	/* IA32_PEBS_BASE[3:0]: 4 KiB << 2, the whole pebs_buf */
+#define ARCH_BASE_SIZE 2 /* IA32_PEBS_BASE[3:0]: 4 KiB << 2, the whole pebs_buf */
 static uint8_t pages[6][4096] __attribute__((aligned(4096)));
 
-static volatile uint64_t *ds;		/* the DS save area in use */
-static uint8_t *buf;			/* the PEBS buffer in use (linear) */
+static volatile uint64_t *ds; /* the DS save area in use */
+static uint8_t *buf;	      /* the PEBS buffer in use (linear) */
 static uint64_t buf_len;
 static uint64_t tsc0, tsc1;
 
@@ -298,18 +303,18 @@ static void on_pmi(struct frame *f)
 
 static uint64_t rd64(const uint8_t *p)
 {
-	return *(const volatile uint64_t *)p;
+	return *(const volatile uint64_t *) p;
 }
 
 static uint32_t rd32(const uint8_t *p)
 {
-	return *(const volatile uint32_t *)p;
+	return *(const volatile uint32_t *) p;
 }
 
 static void fill(uint8_t *p, uint64_t len)
 {
 	for (uint64_t i = 0; i < len; i += 8)
-		*(volatile uint64_t *)(p + i) = FILL;
+		*(volatile uint64_t *) (p + i) = FILL;
 }
 
 static bool untouched(const uint8_t *p, uint64_t len)
@@ -355,10 +360,10 @@ static void quiesce(void)
 
 /* A PEBS counter: overflows on its event #first, then every step events. */
 struct arm {
-	unsigned int ctr;	/* GP n, or FIXED(n) */
+	unsigned int ctr; /* GP n, or FIXED(n) */
 	enum kind kind;
 	unsigned int first, step;
-	bool adaptive;		/* Adaptive_Record (formats 4+) */
+	bool adaptive; /* Adaptive_Record (formats 4+) */
 };
 
 /* A counter that only counts (for the counters group), from start. */
@@ -374,24 +379,24 @@ struct scen {
 	unsigned int nr_arm;
 	struct count cnt[4];
 	unsigned int nr_cnt;
-	uint64_t data_cfg;	/* formats 4+ */
-	uint64_t cfg_c;		/* arch PEBS: groups of every PEBS counter */
-	uint64_t thresh;	/* interrupt threshold, bytes from the start; 0 = none */
-	bool lbr;		/* DEBUGCTL.LBR on during the run */
+	uint64_t data_cfg; /* formats 4+ */
+	uint64_t cfg_c;	   /* arch PEBS: groups of every PEBS counter */
+	uint64_t thresh;   /* interrupt threshold, bytes from the start; 0 = none */
+	bool lbr;	   /* DEBUGCTL.LBR on during the run */
 };
 
 /* Where the groups of a record are, as the configuration says they must be. */
 struct layout {
 	uint64_t size;
-	int mem, gpr, xmm, lbr, cntr;	/* offsets, -1 when absent */
+	int mem, gpr, xmm, lbr, cntr; /* offsets, -1 when absent */
 	unsigned int nr_lbr;
-	uint64_t fmt_word;		/* qword 0 (adaptive, arch) */
+	uint64_t fmt_word; /* qword 0 (adaptive, arch) */
 	uint32_t pmc_vec, fixed_vec;
 };
 
 struct rec {
-	uint64_t n;		/* the eventing instruction */
-	uint64_t app;		/* Applicable Counters */
+	uint64_t n;   /* the eventing instruction */
+	uint64_t app; /* Applicable Counters */
 };
 
 static struct rec recs[MAX_RECS];
@@ -411,11 +416,11 @@ static uint64_t event_code(enum kind k)
 {
 	switch (k) {
 	case EV_LOAD:
-		return 0x81d0;			/* MEM_INST_RETIRED.ALL_LOADS */
+		return 0x81d0; /* MEM_INST_RETIRED.ALL_LOADS */
 	case EV_BRANCH:
-		return fmt == 3 ? 0x4c4 : 0xc4;	/* BR_INST_RETIRED.ALL_BRANCHES(_PEBS) */
+		return fmt == 3 ? 0x4c4 : 0xc4; /* BR_INST_RETIRED.ALL_BRANCHES(_PEBS) */
 	default:
-		return fmt == 3 ? 0x1c0 : 0xc0;	/* INST_RETIRED.PREC_DIST / ANY_P */
+		return fmt == 3 ? 0x1c0 : 0xc0; /* INST_RETIRED.PREC_DIST / ANY_P */
 	}
 }
 
@@ -451,15 +456,15 @@ static struct layout layout_for(const struct scen *s, uint64_t app)
 	if (arch_pebs) {
 		off = 16 + 48;
 		if (c & CFG_C_AUX) {
-			l.mem = (int)off;
+			l.mem = (int) off;
 			off += 64;
 		}
 		if (c & CFG_C_GPR) {
-			l.gpr = (int)off;
+			l.gpr = (int) off;
 			off += 160;
 		}
 		if (c & CFG_C_XMM) {
-			l.xmm = (int)off + 16;	/* after the XER header */
+			l.xmm = (int) off + 16; /* after the XER header */
 			off += 16 + 256;
 		}
 		if (c & (CFG_C_CNTR_GP | CFG_C_CNTR_FX)) {
@@ -469,14 +474,14 @@ static struct layout layout_for(const struct scen *s, uint64_t app)
 				if (s->cnt[i].ctr >= 32 && (c & CFG_C_CNTR_FX))
 					l.fixed_vec |= 1u << (s->cnt[i].ctr - 32);
 			}
-			l.cntr = (int)off;
+			l.cntr = (int) off;
 			off += 16 + 8 * popcount(l.pmc_vec | l.fixed_vec << 16);
 		}
 		/* IA32_PEBS_INDEX.WR bits 3:0 are reserved: records are 16-byte units */
 		l.size = (off + 15) & ~15ull;
-		l.fmt_word = l.size | AHDR_BASIC | AHDR_MODE64 |
-			     (c & (CFG_C_AUX | CFG_C_GPR | CFG_C_XMM | CFG_C_CNTR_GP |
-				   CFG_C_CNTR_FX));
+		l.fmt_word =
+			l.size | AHDR_BASIC | AHDR_MODE64 |
+			(c & (CFG_C_AUX | CFG_C_GPR | CFG_C_XMM | CFG_C_CNTR_GP | CFG_C_CNTR_FX));
 		return l;
 	}
 	/* adaptive: Basic, then the DATA_CFG groups back to back, or Basic alone */
@@ -487,26 +492,26 @@ static struct layout layout_for(const struct scen *s, uint64_t app)
 	}
 	off = 32;
 	if (dc & DC_MEM) {
-		l.mem = (int)off;
+		l.mem = (int) off;
 		off += 32;
 	}
 	if (dc & DC_GPR) {
-		l.gpr = (int)off;
+		l.gpr = (int) off;
 		off += 144;
 	}
 	if (dc & DC_XMM) {
-		l.xmm = (int)off;
+		l.xmm = (int) off;
 		off += 256;
 	}
 	if (dc & DC_LBR) {
-		l.lbr = (int)off;
-		l.nr_lbr = (unsigned int)((dc >> 24) & 0xff) + 1;
+		l.lbr = (int) off;
+		l.nr_lbr = (unsigned int) ((dc >> 24) & 0xff) + 1;
 		off += 24 * l.nr_lbr;
 	}
 	if (dc & DC_CNTR) {
-		l.pmc_vec = (uint32_t)((dc >> 32) & 0xffff);
-		l.fixed_vec = (uint32_t)((dc >> 48) & 0xff);
-		l.cntr = (int)off;
+		l.pmc_vec = (uint32_t) ((dc >> 32) & 0xffff);
+		l.fixed_vec = (uint32_t) ((dc >> 48) & 0xff);
+		l.cntr = (int) off;
 		off += 16 + 8 * popcount(l.pmc_vec | l.fixed_vec << 16);
 	}
 	l.size = off;
@@ -546,7 +551,7 @@ static uint64_t arm_final(const struct arm *a)
 	uint64_t total = event_total(a->kind);
 	uint64_t last = a->first + (total - a->first) / a->step * a->step;
 
-	return (0 - (uint64_t)a->step + (total - last)) & ctr_mask(a->ctr);
+	return (0 - (uint64_t) a->step + (total - last)) & ctr_mask(a->ctr);
 }
 
 static void set_fixed_ctrl(uint64_t *fc, unsigned int n, bool pmi, bool adaptive_rec)
@@ -561,7 +566,7 @@ static void program(const struct scen *s, uint64_t start)
 	uint64_t global = 0, pebs = 0, fc = 0;
 
 	if (!arch_pebs) {
-		uint64_t base = (uint64_t)buf;
+		uint64_t base = (uint64_t) buf;
 
 		for (unsigned int i = 0; i < DS_QWORDS; i++)
 			ds[i] = POISON(i);
@@ -571,18 +576,18 @@ static void program(const struct scen *s, uint64_t start)
 		ds[DS_PEBS_INDEX] = base + start;
 		ds[DS_PEBS_ABS_MAX] = base + buf_len;
 		ds[DS_PEBS_THRESHOLD] = s->thresh ? base + start + s->thresh : base + buf_len + 1;
-		wrmsr(MSR_IA32_DS_AREA, (uint64_t)ds);
+		wrmsr(MSR_IA32_DS_AREA, (uint64_t) ds);
 		if (adaptive)
 			wrmsr(MSR_PEBS_DATA_CFG, s->data_cfg);
 	} else {
-		wrmsr(MSR_IA32_PEBS_BASE, (uint64_t)buf | ARCH_BASE_SIZE);	/* identity map */
-		wrmsr(MSR_IA32_PEBS_INDEX, start | INDEX_EN |
-			  INDEX_THRESH(s->thresh ? start + s->thresh : 0x7fffff0));
+		wrmsr(MSR_IA32_PEBS_BASE, (uint64_t) buf | ARCH_BASE_SIZE); /* identity map */
+		wrmsr(MSR_IA32_PEBS_INDEX,
+		      start | INDEX_EN | INDEX_THRESH(s->thresh ? start + s->thresh : 0x7fffff0));
 	}
 	for (unsigned int i = 0; i < s->nr_arm; i++) {
 		const struct arm *a = &s->arm[i];
-		uint64_t reset = (0 - (uint64_t)a->step) & ctr_mask(a->ctr);
-		uint64_t init = (0 - (uint64_t)a->first) & ctr_mask(a->ctr);
+		uint64_t reset = (0 - (uint64_t) a->step) & ctr_mask(a->ctr);
+		uint64_t init = (0 - (uint64_t) a->first) & ctr_mask(a->ctr);
 
 		if (a->ctr >= 32) {
 			unsigned int n = a->ctr - 32;
@@ -601,9 +606,9 @@ static void program(const struct scen *s, uint64_t start)
 				      CFG_C_EN | s->cfg_c | (reset & CFG_C_RELOAD));
 			else
 				ds[DS_GP_RESET(a->ctr)] = reset;
-			wrmsr(MSR_IA32_PERFEVTSEL0 + a->ctr, event_code(a->kind) | EVTSEL_USR |
-			      EVTSEL_OS | EVTSEL_INT | EVTSEL_EN |
-			      (adaptive && a->adaptive ? EVTSEL_ADAPTIVE : 0));
+			wrmsr(MSR_IA32_PERFEVTSEL0 + a->ctr,
+			      event_code(a->kind) | EVTSEL_USR | EVTSEL_OS | EVTSEL_INT |
+				      EVTSEL_EN | (adaptive && a->adaptive ? EVTSEL_ADAPTIVE : 0));
 		}
 		pebs |= ctr_bit(a->ctr);
 	}
@@ -617,8 +622,8 @@ static void program(const struct scen *s, uint64_t start)
 				wrmsr(MSR_FX_CFG_C(c->ctr - 32), CFG_C_ALLOW);
 		} else {
 			wrmsr(MSR_IA32_PMC0_FULL + c->ctr, c->start);
-			wrmsr(MSR_IA32_PERFEVTSEL0 + c->ctr, event_code(c->kind) | EVTSEL_USR |
-			      EVTSEL_OS | EVTSEL_EN);
+			wrmsr(MSR_IA32_PERFEVTSEL0 + c->ctr,
+			      event_code(c->kind) | EVTSEL_USR | EVTSEL_OS | EVTSEL_EN);
 			if (arch_pebs)
 				wrmsr(MSR_GP_CFG_C(c->ctr), CFG_C_ALLOW);
 		}
@@ -649,7 +654,7 @@ static void want(const char *what, uint64_t off, uint64_t got, uint64_t exp)
 
 static const char *const gpr_names[16] = {
 	"RAX", "RCX", "RDX", "RBX", "RSP", "RBP", "RSI", "RDI",
-	"R8", "R9", "R10", "R11", "R12", "R13", "R14", "R15",
+	"R8",  "R9",  "R10", "R11", "R12", "R13", "R14", "R15",
 };
 
 /* Format 3 keeps the registers in the legacy order (Fig 20-10), by register number here */
@@ -661,18 +666,31 @@ static const uint8_t f3_gpr_off[16] = {
 static void check_gprs(const uint8_t *r, int g, uint64_t n)
 {
 	const uint64_t exp[16] = {
-		V_RAX0 + iter_of(n), V_RCX, V_RDX, V_RBX, seq_rsp, V_RBP, (uint64_t)&seq_data,
+		V_RAX0 + iter_of(n),
+		V_RCX,
+		V_RDX,
+		V_RBX,
+		seq_rsp,
+		V_RBP,
+		(uint64_t) &seq_data,
 		V_RDI,
-		V_R8, V_R9, V_R10, V_R11, V_R12, V_R13, V_R14, V_R15,
+		V_R8,
+		V_R9,
+		V_R10,
+		V_R11,
+		V_R12,
+		V_R13,
+		V_R14,
+		V_R15,
 	};
 
 	for (unsigned int i = 0; i < 16; i++) {
-		uint64_t off = fmt == 3 ? f3_gpr_off[i] : (uint64_t)g + 0x10 + 8 * i;
+		uint64_t off = fmt == 3 ? f3_gpr_off[i] : (uint64_t) g + 0x10 + 8 * i;
 
 		want(gpr_names[i], off, rd64(r + off), exp[i]);
 	}
-	want("RFLAGS", (uint64_t)g, rd64(r + g), flags_after(n));
-	want("RIP (the next instruction)", (uint64_t)g + 8, rd64(r + g + 8), next_ip(n));
+	want("RFLAGS", (uint64_t) g, rd64(r + g), flags_after(n));
+	want("RIP (the next instruction)", (uint64_t) g + 8, rd64(r + g + 8), next_ip(n));
 }
 
 static uint64_t count_at(const struct count *c, uint64_t n)
@@ -682,7 +700,7 @@ static uint64_t count_at(const struct count *c, uint64_t n)
 
 static void check_cntr(const struct scen *s, const uint8_t *r, const struct layout *l, uint64_t n)
 {
-	uint64_t off = (uint64_t)l->cntr;
+	uint64_t off = (uint64_t) l->cntr;
 
 	want("counters group PMC BitVector", off, rd32(r + off), l->pmc_vec);
 	want("counters group FIXED_CTR BitVector", off + 4, rd32(r + off + 4), l->fixed_vec);
@@ -699,9 +717,9 @@ static void check_cntr(const struct scen *s, const uint8_t *r, const struct layo
 				continue;
 			for (unsigned int i = 0; i < s->nr_cnt; i++)
 				if (s->cnt[i].ctr == ctr)
-					want(pass ? "counters group FIXED_CTR value" :
-						    "counters group PMC value", off, rd64(r + off),
-					     count_at(&s->cnt[i], n));
+					want(pass ? "counters group FIXED_CTR value"
+						  : "counters group PMC value",
+					     off, rd64(r + off), count_at(&s->cnt[i], n));
 			off += 8;
 		}
 }
@@ -719,7 +737,7 @@ static void check_record(const struct scen *s, unsigned int idx, const uint8_t *
 			 const struct layout *l, uint64_t *prev_tsc)
 {
 	const struct rec *e = &recs[idx];
-	uint64_t b = arch_pebs ? 16 : 0;	/* the Basic group */
+	uint64_t b = arch_pebs ? 16 : 0; /* the Basic group */
 	uint64_t eip_off = fmt == 3 ? 0xb0 : b + 8 * !arch_pebs;
 	uint64_t app_off = fmt == 3 ? 0x90 : eip_off + 8;
 	uint64_t tsc_off = fmt == 3 ? 0xc0 : eip_off + 16;
@@ -745,40 +763,42 @@ static void check_record(const struct scen *s, unsigned int idx, const uint8_t *
 		check_gprs(r, l->gpr, e->n);
 	/* a load event's record has the load's address (Table 22-97; 98H in format 3) */
 	if (l->mem >= 0 && counts_loads(s, e->app))
-		want("Memory Access Address (DLA)", (uint64_t)l->mem, rd64(r + l->mem),
-		     (uint64_t)&seq_data);
+		want("Memory Access Address (DLA)", (uint64_t) l->mem, rd64(r + l->mem),
+		     (uint64_t) &seq_data);
 	if (l->xmm >= 0)
 		for (unsigned int x = 0; x < 16; x++) {
-			uint64_t off = (uint64_t)l->xmm + 16 * x;
+			uint64_t off = (uint64_t) l->xmm + 16 * x;
 
 			want("XMM low", off, rd64(r + off), has_sse ? xmm_vals[x][0] : 0);
 			want("XMM high", off + 8, rd64(r + off + 8), has_sse ? xmm_vals[x][1] : 0);
 		}
 	if (l->lbr >= 0)
 		for (unsigned int i = 0; i < l->nr_lbr; i++) {
-			uint64_t off = (uint64_t)l->lbr + 24 * i;
+			uint64_t off = (uint64_t) l->lbr + 24 * i;
 
 			/* from TOS back: the loop's jne, taken, in every recent entry */
-			want("LBR FROM", off, rd64(r + off), has_lbr ? (uint64_t)seq_jne : 0);
+			want("LBR FROM", off, rd64(r + off), has_lbr ? (uint64_t) seq_jne : 0);
 			want("LBR TO", off + 8, rd64(r + off + 8),
-			     has_lbr ? (uint64_t)seq_loop : 0);
+			     has_lbr ? (uint64_t) seq_loop : 0);
 		}
 	if (l->cntr >= 0)
 		check_cntr(s, r, l, e->n);
-	report(bad == 0, "record %u (+%lx, %lu bytes): instruction #%lu (iteration %u, %s), "
-	       "applicable %lx", idx, (uint64_t)(r - buf), l->size, e->n, iter_of(e->n),
+	report(bad == 0,
+	       "record %u (+%lx, %lu bytes): instruction #%lu (iteration %u, %s), "
+	       "applicable %lx",
+	       idx, (uint64_t) (r - buf), l->size, e->n, iter_of(e->n),
 	       (const char *[]){ "", "inc", "load", "cmp", "jne" }[step_of(e->n)], e->app);
 }
 
 static uint64_t index_now(void)
 {
-	return arch_pebs ? arch_index() & INDEX_WR : ds[DS_PEBS_INDEX] - (uint64_t)buf;
+	return arch_pebs ? arch_index() & INDEX_WR : ds[DS_PEBS_INDEX] - (uint64_t) buf;
 }
 
 static uint64_t read_ctr(unsigned int ctr)
 {
-	return ctr >= 32 ? rdmsr(MSR_CORE_PERF_FIXED_CTR0 + ctr - 32) :
-			   rdmsr(MSR_IA32_PMC0_FULL + ctr);
+	return ctr >= 32 ? rdmsr(MSR_CORE_PERF_FIXED_CTR0 + ctr - 32)
+			 : rdmsr(MSR_IA32_PMC0_FULL + ctr);
 }
 
 /*
@@ -809,8 +829,8 @@ static void run_check(const struct scen *s, uint64_t start, unsigned int upto)
 		check_record(s, i, buf + off, &l, &prev_tsc);
 		off += l.size;
 	}
-	report(idx == off, "index advanced by exactly %u records: %lx bytes (want %lx)",
-	       n, idx, off);
+	report(idx == off, "index advanced by exactly %u records: %lx bytes (want %lx)", n, idx,
+	       off);
 	report(untouched(buf, start) && untouched(buf + off, buf_len - off),
 	       "nothing written before the first record or after the last");
 	for (unsigned int i = 0; i < s->nr_arm; i++)
@@ -884,11 +904,11 @@ static void threshold(void)
 	report(pmi_status == GLOBAL_STATUS_BUFFER_OVF,
 	       "GLOBAL_STATUS %lx in the PMI: OvfBuffer (bit 62) alone, the counter's bit cleared",
 	       pmi_status);
-	report(pmi_index - (arch_pebs ? 0 : (uint64_t)buf) == 2 * l.size,
+	report(pmi_index - (arch_pebs ? 0 : (uint64_t) buf) == 2 * l.size,
 	       "the PMI comes with the second record in the buffer, not the first");
 	report(pmi_rip == next_ip(recs[1].n),
-	       "PMI right after the eventing instruction: %lx (want %lx)",
-	       pmi_rip, next_ip(recs[1].n));
+	       "PMI right after the eventing instruction: %lx (want %lx)", pmi_rip,
+	       next_ip(recs[1].n));
 	report(pmi_status_after == 0, "GLOBAL_STATUS_RESET bit 62 clears it: %lx",
 	       pmi_status_after);
 }
@@ -904,9 +924,10 @@ static void combinations(void)
 	       has_lbr ? "from the LBR stack (DEBUGCTL.LBR)" : "none (zero entries)");
 	/* vpmu's policy: the LBR group exists exactly when the model has LBRs to put in it */
 	report_prefix("DATA_CFG: ");
-	report(lbr_group == has_lbr, "LBRs (bit 3, entries 31:24) writable exactly when "
+	report(lbr_group == has_lbr,
+	       "LBRs (bit 3, entries 31:24) writable exactly when "
 	       "PERF_CAPABILITIES.LBR_FMT is non-zero: %s, LBR_FMT %lu",
-	       lbr_group ? "writable" : "#GP", (unsigned long)PERF_CAP_LBR_FMT(perf_cap));
+	       lbr_group ? "writable" : "#GP", (unsigned long) PERF_CAP_LBR_FMT(perf_cap));
 	if (!lbr_group)
 		report_skip("the 8 combinations with LBRs: no LBRs on this model");
 
@@ -947,7 +968,7 @@ static void arch_combinations(void)
 		for (unsigned int i = 0; i < 3; i++)
 			if (g & (1u << i))
 				s.cfg_c |= sel[i];
-		name[13] = (char)('0' + g);
+		name[13] = (char) ('0' + g);
 		buf = pebs_buf;
 		buf_len = sizeof(pebs_buf);
 		run_check(&s, 0, 0);
@@ -1020,17 +1041,17 @@ static void unusual_addresses(void)
 	struct layout l = layout_for(&s, 1);
 	uint64_t start = (0x1000 - 5 * l.size / 2) & ~7ull;
 
-	map_page(HI_DS, (uint64_t)pages[2], PTE_W);
-	map_page(HI_DS + 0x1000, (uint64_t)pages[0], PTE_W);
-	map_page(HI_BUF, (uint64_t)pages[4], PTE_W);
-	map_page(HI_BUF + 0x1000, (uint64_t)pages[1], PTE_W);
+	map_page(HI_DS, (uint64_t) pages[2], PTE_W);
+	map_page(HI_DS + 0x1000, (uint64_t) pages[0], PTE_W);
+	map_page(HI_BUF, (uint64_t) pages[4], PTE_W);
+	map_page(HI_BUF + 0x1000, (uint64_t) pages[1], PTE_W);
 	for (unsigned int i = 0; i < 6; i++)
 		fill(pages[i], 4096);
-	ds = (volatile uint64_t *)(HI_DS + 0x1000 - 0x30);
-	buf = (uint8_t *)HI_BUF;
+	ds = (volatile uint64_t *) (HI_DS + 0x1000 - 0x30);
+	buf = (uint8_t *) HI_BUF;
 	buf_len = 0x2000;
 	printf("DS area at %p, PEBS buffer at %p (pages at %p and %p), first record at +%lx\n",
-	       (void *)ds, (void *)buf, (void *)pages[4], (void *)pages[1], start);
+	       (void *) ds, (void *) buf, (void *) pages[4], (void *) pages[1], start);
 	run_check(&s, start, 0);
 	report(untouched(pages[3], 4096) && untouched(pages[5], 4096),
 	       "the pages physically after the buffer's are untouched");
@@ -1038,7 +1059,7 @@ static void unusual_addresses(void)
 	       "the straddling record's bytes are on both physical pages");
 	ds = ds_mem;
 	buf = pebs_buf;
-	wrmsr(MSR_IA32_DS_AREA, (uint64_t)ds_mem);
+	wrmsr(MSR_IA32_DS_AREA, (uint64_t) ds_mem);
 }
 
 /* The emulator says so in its brand string. */
@@ -1073,14 +1094,15 @@ int main(uint64_t arg)
 	timed = perf_cap & PERF_CAP_TIMING_INFO;
 	has_lbr = !arch_pebs && PERF_CAP_LBR_FMT(perf_cap) != 0;
 	__asm__ volatile("mov %%cr4, %0" : "=r"(cr4));
-	has_sse = cr4 & (1ull << 9);	/* OSFXSR: else the XMM group reads 0 (Table 22-100) */
+	has_sse = cr4 & (1ull << 9); /* OSFXSR: else the XMM group reads 0 (Table 22-100) */
 	for (unsigned int i = 0; i < 16; i++) {
 		xmm_vals[i][0] = 0x0123456789abcd00ull | i;
 		xmm_vals[i][1] = 0xfedcba9876543200ull | i << 4;
 	}
 	printf("PERF_CAPABILITIES %lx: PEBS format %u, arch PEBS %d (counters group %d), timed %d, "
-	       "LBRs %d; %u GP (%lx), %u fixed (%lx); loop at %p\n", perf_cap, fmt, arch_pebs,
-	       arch_cntr, timed, has_lbr, nr_gp, gp_mask, nr_fixed, fixed_mask, (void *)seq_loop);
+	       "LBRs %d; %u GP (%lx), %u fixed (%lx); loop at %p\n",
+	       perf_cap, fmt, arch_pebs, arch_cntr, timed, has_lbr, nr_gp, gp_mask, nr_fixed,
+	       fixed_mask, (void *) seq_loop);
 	if (!arch_pebs && (fmt < 3 || fmt > 6)) {
 		report_skip("no PEBS format this program knows (%u)", fmt);
 		return report_summary();

@@ -24,11 +24,11 @@ static_assert(sizeof(struct vpmu_pebs_dump_header) == 112, "packed little-endian
 
 static const char *const gpr_names[PEBS_NR_GPRS] = {
 	"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
-	"r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",
+	"r8",  "r9",  "r10", "r11", "r12", "r13", "r14", "r15",
 };
 
 static const char *outdir;
-static FILE *exp_f;		/* expected.json */
+static FILE *exp_f; /* expected.json */
 static bool first_dump = true;
 
 static uint8_t records[1 << 16];
@@ -42,7 +42,7 @@ static struct pebs_sample sample(unsigned int seed, bool long_mode)
 	struct pebs_sample s = {
 		.eventing_ip = 0xffffffff81001000ULL + seed,
 		.ip = 0xffffffff81002000ULL + seed,
-		.rflags = 0x246 + ((uint64_t)seed << 32),
+		.rflags = 0x246 + ((uint64_t) seed << 32),
 		.dla = 0x00007fffdead0000ULL + 8 * seed,
 		.data_src = 0xa5 + seed,
 		.latency = 0x0000012300004567ULL + seed,
@@ -57,7 +57,7 @@ static struct pebs_sample sample(unsigned int seed, bool long_mode)
 		s.gpr[r] = ((0xfe00ULL + r) << 48) | (0x00a50000ULL + 0x11 * (r + 1)) | seed << 20;
 	for (unsigned int n = 0; n < 16; n++)
 		for (unsigned int b = 0; b < 16; b++)
-			s.xmm[n][b] = (uint8_t)(((n << 4) | b) ^ seed);
+			s.xmm[n][b] = (uint8_t) (((n << 4) | b) ^ seed);
 	return s;
 }
 
@@ -127,7 +127,8 @@ static void expect_xmms(const struct pebs_sample *s, bool xstate)
 	for (unsigned int n = 0; n < 16; n++) {
 		fprintf(exp_f, "%s\"0x", n ? "," : "");
 		for (int b = 15; b >= 0; b--)
-			fprintf(exp_f, "%02x", s->sse && (n < 8 || s->long_mode) ? s->xmm[n][b] : 0);
+			fprintf(exp_f, "%02x",
+				s->sse && (n < 8 || s->long_mode) ? s->xmm[n][b] : 0);
 		fputc('"', exp_f);
 	}
 	fputc(']', exp_f);
@@ -235,8 +236,9 @@ static void dump_end(const char *file, const char *model, uint64_t caps, uint64_
 		fprintf(stderr, "gen-pebs-dumps: cannot write %s\n", path);
 		exit(1);
 	}
-	fprintf(exp_f, "],\"file\":\"%s\",\"model\":\"%s\",\"perf_capabilities\":\"0x%" PRIx64
-		       "\",\"decoded\":%u}",
+	fprintf(exp_f,
+		"],\"file\":\"%s\",\"model\":\"%s\",\"perf_capabilities\":\"0x%" PRIx64
+		"\",\"decoded\":%u}",
 		file, model, caps, nr_records);
 }
 
@@ -318,15 +320,16 @@ static void legacy_record(const struct pebs_config *cfg, const struct pebs_sampl
 		expect_xmms(s, false);
 	if (dc & PEBS_DATACFG_LBRS) {
 		eopen("lbrs");
-		expect_lbrs((unsigned int)FIELD_GET(PEBS_DATACFG_LBR_ENTRIES, dc) + 1, cfg->nr_lbr);
+		expect_lbrs((unsigned int) FIELD_GET(PEBS_DATACFG_LBR_ENTRIES, dc) + 1,
+			    cfg->nr_lbr);
 		eclose();
 	}
 	if (dc & (PEBS_DATACFG_CNTR | PEBS_DATACFG_METRICS)) {
 		uint32_t pmc = 0, fixed = 0, met = 0;
 
 		if (dc & PEBS_DATACFG_CNTR) {
-			pmc = (uint32_t)FIELD_GET(PEBS_DATACFG_INCLUDE_PMC, dc);
-			fixed = (uint32_t)FIELD_GET(PEBS_DATACFG_INCLUDE_FIXED, dc);
+			pmc = (uint32_t) FIELD_GET(PEBS_DATACFG_INCLUDE_PMC, dc);
+			fixed = (uint32_t) FIELD_GET(PEBS_DATACFG_INCLUDE_FIXED, dc);
 		}
 		if ((dc & PEBS_DATACFG_METRICS) && (dc & BIT_ULL(48 + 3)))
 			met = 3;
@@ -358,7 +361,9 @@ static void arch_record(const struct arch_pebs_config *cfg, const struct pebs_sa
 	fprintf(exp_f, "%s", cfg->retire_valid ? "true" : "false");
 	ekey("retire_latency");
 	fprintf(exp_f, "%" PRIu64,
-		!cfg->retire_valid ? 0 : s->retire_latency > 0xffff ? 0xffff : s->retire_latency);
+		!cfg->retire_valid	     ? 0
+		: s->retire_latency > 0xffff ? 0xffff
+					     : s->retire_latency);
 	g[n++] = "basic";
 	if (c & ARCH_PEBS_AUX)
 		g[n++] = "meminfo";
@@ -385,7 +390,7 @@ static void arch_record(const struct arch_pebs_config *cfg, const struct pebs_sa
 	if (c & ARCH_PEBS_VECR_XMM)
 		expect_xmms(s, true);
 	if (c & ARCH_PEBS_LBR) {
-		unsigned int sel = (unsigned int)FIELD_GET(ARCH_PEBS_LBR, c);
+		unsigned int sel = (unsigned int) FIELD_GET(ARCH_PEBS_LBR, c);
 
 		eopen("lbrs");
 		ekey("selector");
@@ -402,7 +407,7 @@ static void arch_record(const struct arch_pebs_config *cfg, const struct pebs_sa
 	eclose();
 }
 
-#define CAPS_FMT(n)	FIELD_PREP(PERF_CAP_PEBS_FORMAT, n)
+#define CAPS_FMT(n) FIELD_PREP(PERF_CAP_PEBS_FORMAT, n)
 
 int main(int argc, char **argv)
 {
@@ -437,8 +442,10 @@ int main(int argc, char **argv)
 	for (unsigned int combo = 0; combo < 16; combo++) {
 		static const unsigned int depth[] = { 32, 1, 3, 16 };
 		uint64_t dc = combo;
-		struct pebs_config cfg = { .fmt = 4, .applicable = 1ULL << (combo % 8),
-					   .lbr = lbrs, .nr_lbr = combo == 15 ? 5 : 32 };
+		struct pebs_config cfg = { .fmt = 4,
+					   .applicable = 1ULL << (combo % 8),
+					   .lbr = lbrs,
+					   .nr_lbr = combo == 15 ? 5 : 32 };
 		struct pebs_sample s = sample(combo + 10, true);
 
 		if (dc & PEBS_DATACFG_LBRS)
@@ -473,12 +480,15 @@ int main(int argc, char **argv)
 		};
 
 		for (unsigned int i = 0; i < ARRAY_SIZE(dcs); i++) {
-			struct pebs_config cfg = { .fmt = 6, .timed = true, .applicable = 1ULL << i,
-						   .data_cfg = dcs[i], .counters = &counters };
+			struct pebs_config cfg = { .fmt = 6,
+						   .timed = true,
+						   .applicable = 1ULL << i,
+						   .data_cfg = dcs[i],
+						   .counters = &counters };
 			struct pebs_sample s = sample(50 + i, true);
 
 			if (i == 5)
-				s.retire_latency = 0x12345;	/* saturates at 0xffff */
+				s.retire_latency = 0x12345; /* saturates at 0xffff */
 			legacy_record(&cfg, &s);
 		}
 	}
@@ -495,7 +505,7 @@ int main(int argc, char **argv)
 				ARCH_PEBS_CNTR_FIXED | ARCH_PEBS_CNTR_METRICS,
 			ARCH_PEBS_EN | FIELD_PREP(ARCH_PEBS_LBR, 2),
 			ARCH_PEBS_EN | FIELD_PREP(ARCH_PEBS_LBR, 3) | ARCH_PEBS_AUX,
-			ARCH_PEBS_EN | ARCH_PEBS_CNTR_GP,	/* odd count: padded */
+			ARCH_PEBS_EN | ARCH_PEBS_CNTR_GP, /* odd count: padded */
 			ARCH_PEBS_EN | ARCH_PEBS_GPR | ARCH_PEBS_CNTR_FIXED,
 		};
 

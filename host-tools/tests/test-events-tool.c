@@ -36,7 +36,7 @@ Test(events_tool, roundtrip_every_skylake_event)
 		cr_assert_eq(v & (B(16) | B(17) | B(22)), B(16) | B(17) | B(22), "%s: USR|OS|EN",
 			     ev->name);
 		cr_assert_not_null(back, "%s (0x%llx) decodes to nothing", ev->name,
-				   (unsigned long long)v);
+				   (unsigned long long) v);
 		cr_assert_eq(vpmu_event_encode(back), vpmu_event_encode(ev), "%s decodes to %s",
 			     ev->name, back->name);
 		cr_assert_eq(vpmu_event_find(m.events, ev->name), ev);
@@ -92,8 +92,8 @@ static void expect_reserved(struct evtsel_model *m, uint64_t v, uint64_t want)
 
 	cr_assert_eq(evtsel_reserved(m, v, &mask, &gp), 0);
 	cr_expect_eq(mask, want, "%s 0x%llx: reserved 0x%llx, want 0x%llx", m->model->name,
-		     (unsigned long long)v, (unsigned long long)mask, (unsigned long long)want);
-	cr_expect_eq(gp, want != 0, "%s 0x%llx: #GP", m->model->name, (unsigned long long)v);
+		     (unsigned long long) v, (unsigned long long) mask, (unsigned long long) want);
+	cr_expect_eq(gp, want != 0, "%s 0x%llx: #GP", m->model->name, (unsigned long long) v);
 }
 
 Test(events_tool, reserved_bits)
@@ -103,10 +103,10 @@ Test(events_tool, reserved_bits)
 	struct evtsel_model lnl = open_model("LunarLake");
 
 	expect_reserved(&skx, 0x5300c0, 0);
-	expect_reserved(&skx, 0x5300c0 | B(21), B(21));		/* AnyThread: refused */
-	expect_reserved(&skx, 0x5300c0 | B(34), B(34));		/* no adaptive PEBS */
+	expect_reserved(&skx, 0x5300c0 | B(21), B(21)); /* AnyThread: refused */
+	expect_reserved(&skx, 0x5300c0 | B(34), B(34)); /* no adaptive PEBS */
 	expect_reserved(&skx, 0xffffffff005300c0ULL, 0xffffffff00000000ULL);
-	expect_reserved(&skx, 0x5300c0 | B(19), 0);		/* PC accepted */
+	expect_reserved(&skx, 0x5300c0 | B(19), 0); /* PC accepted */
 	expect_reserved(&icx, 0x5300c0 | B(34), 0);
 	expect_reserved(&icx, 0x5300c0 | B(36), B(36));
 	expect_reserved(&lnl, 0x5300c0 | B(34) | B(36) | (0xffULL << 40), 0);

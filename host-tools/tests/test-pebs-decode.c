@@ -40,7 +40,7 @@ static struct pebs_sample sample(unsigned int seed, bool long_mode)
 		s.gpr[r] = ((0xfe00ULL + r) << 48) | (0x00a50000ULL + 0x11 * (r + 1));
 	for (unsigned int n = 0; n < 16; n++)
 		for (unsigned int b = 0; b < 16; b++)
-			s.xmm[n][b] = (uint8_t)(((n << 4) | b) ^ 0x5a ^ seed);
+			s.xmm[n][b] = (uint8_t) (((n << 4) | b) ^ 0x5a ^ seed);
 	return s;
 }
 
@@ -175,7 +175,9 @@ Test(pebs_decode, format4_all_group_combinations)
 	for (unsigned int combo = 0; combo < 16; combo++) {
 		unsigned int n_lbr = 1 + (combo * 7) % 32;
 		uint64_t dc = combo;
-		struct pebs_config cfg = { .fmt = 4, .applicable = 1ULL << combo, .lbr = lbrs,
+		struct pebs_config cfg = { .fmt = 4,
+					   .applicable = 1ULL << combo,
+					   .lbr = lbrs,
 					   .nr_lbr = combo == 9 ? 2 : 32 };
 		struct pebs_decode_info info = { .fmt = 4 };
 		struct pebs_sample s = sample(combo, combo != 6);
@@ -224,14 +226,17 @@ Test(pebs_decode, format6_counters_group_timed)
 		{ PEBS_DATACFG_CNTR | PEBS_DATACFG_METRICS | (0x5ULL << 32) | (0x9ULL << 48), 0x5,
 		  0x9, 3 },
 		{ PEBS_DATACFG_METRICS | (0x8ULL << 48), 0, 0, 3 },
-		{ PEBS_DATACFG_METRICS, 0, 0, 0 },	/* metrics without FIXED3: empty group */
+		{ PEBS_DATACFG_METRICS, 0, 0, 0 }, /* metrics without FIXED3: empty group */
 		{ 0x7 | PEBS_DATACFG_CNTR | (0x1ULL << 32), 0x1, 0, 0 },
 	};
 
 	for (int timed = 0; timed < 2; timed++)
 		for (unsigned int i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-			struct pebs_config cfg = { .fmt = 6, .timed = timed, .applicable = 3,
-						   .data_cfg = cases[i].dc, .counters = &counters };
+			struct pebs_config cfg = { .fmt = 6,
+						   .timed = timed,
+						   .applicable = 3,
+						   .data_cfg = cases[i].dc,
+						   .counters = &counters };
 			struct pebs_decode_info info = { .fmt = 6, .timed = timed };
 			struct pebs_sample s = sample(i, true);
 			struct pebs_decoded d;
@@ -326,7 +331,7 @@ Test(pebs_decode, arch_pebs)
 		}
 		cr_expect_eq(!!(d.groups & PEBS_DEC_LBRS), !!(c & ARCH_PEBS_LBR));
 		if (c & ARCH_PEBS_LBR) {
-			unsigned int sel = (unsigned int)FIELD_GET(ARCH_PEBS_LBR, c);
+			unsigned int sel = (unsigned int) FIELD_GET(ARCH_PEBS_LBR, c);
 
 			cr_expect_eq(d.lbr_sel, sel);
 			cr_expect_eq(d.lbr_ctl, cfg.lbr_ctl);
@@ -366,7 +371,7 @@ Test(pebs_decode, damaged_sizes)
 		memcpy(buf, &nq, 8);
 		why = NULL;
 		cr_expect_lt(decode(&info, buf, size + 64, &d, &why), 0, "size %#llx decoded",
-			     (unsigned long long)bad);
+			     (unsigned long long) bad);
 		cr_expect_not_null(why);
 	}
 	/* A format 4 record claiming the format 6 counters group */
@@ -377,10 +382,10 @@ Test(pebs_decode, damaged_sizes)
 	/* Arch PEBS: size 0, unaligned, past the end, CONTINUED */
 	info.fmt = PEBS_FMT_ARCH;
 	for (unsigned int i = 0; i < 4; i++) {
-		static const uint64_t hdr[] = { ARCH_PEBS_HDR_BASIC,
-						ARCH_PEBS_HDR_BASIC | 0x48,
+		static const uint64_t hdr[] = { ARCH_PEBS_HDR_BASIC, ARCH_PEBS_HDR_BASIC | 0x48,
 						ARCH_PEBS_HDR_BASIC | 0x1000,
-						ARCH_PEBS_HDR_BASIC | ARCH_PEBS_HDR_CONTINUED | 0x40 };
+						ARCH_PEBS_HDR_BASIC | ARCH_PEBS_HDR_CONTINUED |
+							0x40 };
 
 		memset(buf, 0, 0x100);
 		memcpy(buf, &hdr[i], 8);
@@ -405,18 +410,18 @@ Test(pebs_decode, garbage)
 
 		for (size_t i = 0; i < len; i++) {
 			seed = seed * 1103515245 + 12345;
-			buf[i] = (uint8_t)(seed >> 16);
+			buf[i] = (uint8_t) (seed >> 16);
 		}
 		/* Plausible sizes often, so the group walk is reached. */
 		if (iter & 1 && len >= 8) {
 			uint64_t sz = (seed >> 4) % (len + 64);
 
 			if (info.fmt == PEBS_FMT_ARCH) {
-				buf[0] = (uint8_t)(sz & 0xf0);
-				buf[1] = (uint8_t)(sz >> 8);
+				buf[0] = (uint8_t) (sz & 0xf0);
+				buf[1] = (uint8_t) (sz >> 8);
 			} else {
-				buf[6] = (uint8_t)sz;
-				buf[7] = (uint8_t)(sz >> 8);
+				buf[6] = (uint8_t) sz;
+				buf[7] = (uint8_t) (sz >> 8);
 			}
 		}
 		if (decode(&info, buf, len, &d, &why) == 0)

@@ -31,7 +31,7 @@ long syscall(long nr, ...)
 
 	va_start(ap, nr);
 	for (int i = 0; i < 6; i++)
-		a[i] = va_arg(ap, long);	/* the kernel ABI: six register arguments */
+		a[i] = va_arg(ap, long); /* the kernel ABI: six register arguments */
 	va_end(ap);
 	if (nr == SYS_perf_event_open && inject) {
 		const char *count = getenv("VPMU_FAULT_PERF_COUNT");
@@ -45,6 +45,6 @@ long syscall(long nr, ...)
 		return -1;
 	}
 	if (!real)
-		real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+		real = (long (*)(long, ...)) dlsym(RTLD_NEXT, "syscall");
 	return real(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

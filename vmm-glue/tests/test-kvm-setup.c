@@ -12,7 +12,8 @@
 
 #include "kvm-setup.h"
 
-static const char *const models[] = { "Skylake-Server", "Icelake-Server", "LunarLake", "arch-pebs" };
+static const char *const models[] = { "Skylake-Server", "Icelake-Server", "LunarLake",
+				      "arch-pebs" };
 #define NR_MODELS (sizeof(models) / sizeof(models[0]))
 
 static struct vpmu_vcpu *new_vcpu(const char *model)
@@ -32,7 +33,7 @@ ParameterizedTestParameters(kvm_setup, filter_covers_pmu_msrs)
 	static int idx[NR_MODELS];
 
 	for (size_t i = 0; i < NR_MODELS; i++)
-		idx[i] = (int)i;
+		idx[i] = (int) i;
 	return cr_make_param_array(int, idx, NR_MODELS);
 }
 
@@ -58,9 +59,10 @@ ParameterizedTest(int *m, kvm_setup, filter_covers_pmu_msrs)
 	for (uint32_t msr = 0; msr < 0x4000; msr++)
 		if (!pmu[msr])
 			cr_expect(!kvm_msr_filter_denies(&plan.filter, msr, false) &&
-				  !kvm_msr_filter_denies(&plan.filter, msr, true), "%#x", msr);
-	cr_expect(!kvm_msr_filter_denies(&plan.filter, 0xc0000080, true));	/* EFER */
-	cr_expect(!kvm_msr_filter_denies(&plan.filter, 0x4b564d00, true));	/* kvmclock */
+					  !kvm_msr_filter_denies(&plan.filter, msr, true),
+				  "%#x", msr);
+	cr_expect(!kvm_msr_filter_denies(&plan.filter, 0xc0000080, true)); /* EFER */
+	cr_expect(!kvm_msr_filter_denies(&plan.filter, 0x4b564d00, true)); /* kvmclock */
 	/* the architectural core of every model's list */
 	for (uint32_t msr = 0x38d; msr <= 0x390; msr++)
 		cr_expect(pmu[msr], "%#x listed", msr);
@@ -74,7 +76,8 @@ ParameterizedTest(int *m, kvm_setup, filter_covers_pmu_msrs)
 		ranges++;
 		cr_expect_eq(r->flags, KVM_MSR_FILTER_READ | KVM_MSR_FILTER_WRITE);
 		cr_expect_leq(r->nmsrs, KVM_MSR_FILTER_MAX_BITMAP_SIZE * 8u);
-		cr_expect(r->bitmap >= plan.bitmap[0] && r->bitmap <= plan.bitmap[KVM_MSR_FILTER_MAX_RANGES - 1]);
+		cr_expect(r->bitmap >= plan.bitmap[0] &&
+			  r->bitmap <= plan.bitmap[KVM_MSR_FILTER_MAX_RANGES - 1]);
 	}
 	cr_expect_eq(ranges, 1, "%s: one range spans 0C1H..3FFFH", models[*m]);
 	vpmu_vcpu_free(v);
@@ -101,16 +104,22 @@ ParameterizedTestParameters(kvm_setup, cpuid_table)
 	static int idx[NR_MODELS];
 
 	for (size_t i = 0; i < NR_MODELS; i++)
-		idx[i] = (int)i;
+		idx[i] = (int) i;
 	return cr_make_param_array(int, idx, NR_MODELS);
 }
 
 /* A host's KVM_GET_SUPPORTED_CPUID, abridged: the PMU leaves are the host's and must go. */
 static const struct kvm_cpuid_entry2 host[] = {
 	{ .function = 0, .eax = 0x16, .ebx = 0x756e6547, .ecx = 0x6c65746e, .edx = 0x49656e69 },
-	{ .function = 1, .eax = 0x50654, .ecx = 0xfffa3203 & ~(1u << 15), .edx = 0x0f8bfbff & ~(1u << 21) },
-	{ .function = 7, .index = 0, .flags = KVM_CPUID_FLAG_SIGNIFCANT_INDEX, .ebx = 0xd19f4fbb,
-	  .ecx = 1u << 24 | 1u << 6 },	/* BUS_LOCK_DETECT, GFNI */
+	{ .function = 1,
+	  .eax = 0x50654,
+	  .ecx = 0xfffa3203 & ~(1u << 15),
+	  .edx = 0x0f8bfbff & ~(1u << 21) },
+	{ .function = 7,
+	  .index = 0,
+	  .flags = KVM_CPUID_FLAG_SIGNIFCANT_INDEX,
+	  .ebx = 0xd19f4fbb,
+	  .ecx = 1u << 24 | 1u << 6 }, /* BUS_LOCK_DETECT, GFNI */
 	{ .function = 0xa, .eax = 0x07300802, .ebx = 0xffffffff, .edx = 0x603 },
 	{ .function = 0x80000000, .eax = 0x80000008 },
 };
@@ -124,7 +133,7 @@ ParameterizedTest(int *m, kvm_setup, cpuid_table)
 	bool saw_a = false, saw_23 = false, saw_7_0 = false, saw_7_1 = false;
 	bool has_23 = vpmu_cpuid(v, 0x23, 0, &want) == 0;
 
-	cr_assert_geq(nr, (int)(sizeof(host) / sizeof(host[0])));
+	cr_assert_geq(nr, (int) (sizeof(host) / sizeof(host[0])));
 	cr_assert_eq(vpmu_cpuid(v, 0xa, 0, &want), 0);
 	for (int i = 0; i < nr; i++) {
 		const struct kvm_cpuid_entry2 *e = &out[i];
@@ -144,7 +153,8 @@ ParameterizedTest(int *m, kvm_setup, cpuid_table)
 			cr_expect_eq(e->eax, has_23 ? 1 : 0, "7.0:EAX is the last sub-leaf");
 			cr_expect_eq(e->ebx, 0xd19f4fbb, "non-PMU leaves untouched");
 			/* the vPMU's DEBUGCTL has no BLD (bit 2): no bus-lock detection either */
-			cr_expect_eq(e->ecx, 1u << 6, "7.0:ECX %#x: BUS_LOCK_DETECT cleared", e->ecx);
+			cr_expect_eq(e->ecx, 1u << 6, "7.0:ECX %#x: BUS_LOCK_DETECT cleared",
+				     e->ecx);
 		}
 		if (e->function == 7 && e->index == 1) {
 			/* EAX[8] (ARCH_PERFMON_EXT) is how a guest finds leaf 23H */
@@ -177,7 +187,8 @@ ParameterizedTest(int *m, kvm_setup, cpuid_table)
 	cr_expect(saw_7_1, "%s: 07H sub-leaf 1 appended", models[*m]);
 	cr_expect_eq(saw_23, has_23, "%s: leaf 23H", models[*m]);
 	/* perfmon v6 models enumerate leaf 23H (seed 000 §22.2.6): arch-pebs and LunarLake */
-	cr_expect_eq(has_23, !!strcmp(models[*m], "Skylake-Server") && !!strcmp(models[*m], "Icelake-Server"));
+	cr_expect_eq(has_23, !!strcmp(models[*m], "Skylake-Server") &&
+				     !!strcmp(models[*m], "Icelake-Server"));
 	cr_expect_eq(kvm_cpuid_build(v, host, sizeof(host) / sizeof(host[0]), out, 2), -ENOSPC);
 	vpmu_vcpu_free(v);
 }

@@ -17,7 +17,7 @@
 Test(kvm, refuses_bad_configs)
 {
 	struct kvm_vm_config cfg;
-	struct kvm_vm *vm = (struct kvm_vm *)0x1;
+	struct kvm_vm *vm = (struct kvm_vm *) 0x1;
 	char err[256];
 
 	kvm_vm_config_init(&cfg);
@@ -32,7 +32,7 @@ Test(kvm, refuses_bad_configs)
 	cr_expect_str_eq(err, "--smp 0: use 1 to 64");
 	cfg.smp = KVM_VM_MAX_VCPUS + 1;
 	cr_expect_eq(kvm_vm_new(&cfg, &vm, err, sizeof(err)), -EINVAL);
-	cr_expect_eq(vm, (struct kvm_vm *)0x1, "untouched on failure");
+	cr_expect_eq(vm, (struct kvm_vm *) 0x1, "untouched on failure");
 	kvm_vm_free(NULL);
 }
 
@@ -69,7 +69,7 @@ Test(kvm, long_linux_cmdline)
 	img[BP_VERSION] = 0x0f, img[BP_VERSION + 1] = 0x02;
 	img[BP_LOADFLAGS] = LOADFLAG_LOADED_HIGH;
 	img[BP_XLOADFLAGS] = XLF_KERNEL_64;
-	memset(img + BP_CMDLINE_SIZE, 0xff, 4);	/* the kernel would take any length */
+	memset(img + BP_CMDLINE_SIZE, 0xff, 4); /* the kernel would take any length */
 	memset(img + BP_INITRD_ADDR_MAX, 0x7f, 4);
 	kvm_vm_config_init(&cfg);
 	cr_assert_eq(kvm_vm_new(&cfg, &vm, err, sizeof(err)), 0, "%s", err);

@@ -37,9 +37,9 @@ Test(lapic, x2apic_msrs_need_x2apic_mode)
 	/* xAPIC MMIO is off in x2APIC mode */
 	cr_assert_eq(lapic_mmio_read(&l, APIC_LVTPC), 0xffffffffu);
 	/* read-only and write-only registers fault */
-	cr_assert_eq(lapic_msr_write(&l, 0x803, 0), -EINVAL);	/* version */
-	cr_assert_eq(lapic_msr_read(&l, 0x80b, &v), -EINVAL);	/* EOI */
-	cr_assert_eq(lapic_msr_write(&l, 0x80b, 1), -EINVAL);	/* EOI takes 0 */
+	cr_assert_eq(lapic_msr_write(&l, 0x803, 0), -EINVAL); /* version */
+	cr_assert_eq(lapic_msr_read(&l, 0x80b, &v), -EINVAL); /* EOI */
+	cr_assert_eq(lapic_msr_write(&l, 0x80b, 1), -EINVAL); /* EOI takes 0 */
 }
 
 Test(lapic, mode_transitions)
@@ -49,7 +49,8 @@ Test(lapic, mode_transitions)
 	cr_assert_eq(lapic_set_base(&l, 0xfee00000ull | APIC_BASE_ENABLE), -EINVAL);
 	cr_assert_eq(lapic_set_base(&l, 0xfee00000ull), 0);
 	cr_assert_eq(lapic_set_base(&l, 0xfee00000ull | APIC_BASE_EXTD), -EINVAL);
-	cr_assert_eq(lapic_set_base(&l, 0xfee00000ull | APIC_BASE_ENABLE | APIC_BASE_EXTD), -EINVAL);
+	cr_assert_eq(lapic_set_base(&l, 0xfee00000ull | APIC_BASE_ENABLE | APIC_BASE_EXTD),
+		     -EINVAL);
 	cr_assert_eq(lapic_set_base(&l, 0xfee00000ull | APIC_BASE_ENABLE), 0);
 }
 

@@ -16,13 +16,13 @@
 
 #include "loader.h"
 
-#define RAM_SIZE	(128ULL << 20)
-#define PAGE		0x1000ULL
-#define SZ_1M		0x100000ULL
-#define MB_MAGIC	0x1BADB002U
-#define PT_LOAD		1
-#define PT_NOTE		4
-#define IMG_CAP		(1u << 20)
+#define RAM_SIZE (128ULL << 20)
+#define PAGE	 0x1000ULL
+#define SZ_1M	 0x100000ULL
+#define MB_MAGIC 0x1BADB002U
+#define PT_LOAD	 1
+#define PT_NOTE	 4
+#define IMG_CAP	 (1u << 20)
 
 static struct vmm_ram ram;
 static uint8_t *img;
@@ -30,7 +30,7 @@ static char err[256];
 static struct vmm_boot boot;
 
 /* Every image here lives below this; the rest of RAM stays unbacked zero pages. */
-#define RAM_FILLED	(8ULL << 20)
+#define RAM_FILLED (8ULL << 20)
 
 static void free_ram(void)
 {
@@ -77,30 +77,31 @@ TestSuite(loader, .init = setup, .fini = teardown);
 
 static void put16(uint8_t *p, uint16_t v)
 {
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
+	p[0] = (uint8_t) v;
+	p[1] = (uint8_t) (v >> 8);
 }
 
 static void put32(uint8_t *p, uint32_t v)
 {
 	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+		p[i] = (uint8_t) (v >> (8 * i));
 }
 
 static void put64(uint8_t *p, uint64_t v)
 {
-	put32(p, (uint32_t)v);
-	put32(p + 4, (uint32_t)(v >> 32));
+	put32(p, (uint32_t) v);
+	put32(p + 4, (uint32_t) (v >> 32));
 }
 
 static uint32_t get32(const uint8_t *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16 |
+	       (uint32_t) p[3] << 24;
 }
 
 static uint64_t get64(const uint8_t *p)
 {
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+	return (uint64_t) get32(p) | (uint64_t) get32(p + 4) << 32;
 }
 
 static uint32_t ram32(uint64_t addr)
@@ -119,11 +120,11 @@ static uint64_t ram64(uint64_t addr)
 
 struct tseg {
 	uint64_t paddr;
-	uint64_t vaddr;		/* 0: same as paddr */
+	uint64_t vaddr; /* 0: same as paddr */
 	uint64_t filesz;
 	uint64_t memsz;
-	uint32_t type;		/* 0: PT_LOAD */
-	uint64_t offset;	/* filled in by the builder */
+	uint32_t type;	 /* 0: PT_LOAD */
+	uint64_t offset; /* filled in by the builder */
 };
 
 /* Bytes at the start of segment 0 that the multiboot header replaced. */
@@ -131,14 +132,14 @@ static uint64_t pat_skip0;
 
 static uint8_t pat(unsigned int seg, uint64_t i)
 {
-	return (uint8_t)(0x11 * (seg + 1) + i * 7 + (i >> 8));
+	return (uint8_t) (0x11 * (seg + 1) + i * 7 + (i >> 8));
 }
 
 static void mb_header(uint8_t *p, uint32_t flags)
 {
 	put32(p, MB_MAGIC);
 	put32(p + 4, flags);
-	put32(p + 8, (uint32_t)-(MB_MAGIC + flags));
+	put32(p + 8, (uint32_t) - (MB_MAGIC + flags));
 }
 
 /*
@@ -166,20 +167,20 @@ static size_t build_elf(bool is64, uint64_t entry, struct tseg *segs, unsigned i
 		put64(img + 32, ehsz);
 		put16(img + 52, 64);
 		put16(img + 54, 56);
-		put16(img + 56, (uint16_t)n);
+		put16(img + 56, (uint16_t) n);
 	} else {
-		put32(img + 24, (uint32_t)entry);
-		put32(img + 28, (uint32_t)ehsz);
+		put32(img + 24, (uint32_t) entry);
+		put32(img + 28, (uint32_t) ehsz);
 		put16(img + 40, 52);
 		put16(img + 42, 32);
-		put16(img + 44, (uint16_t)n);
+		put16(img + 44, (uint16_t) n);
 	}
 	for (unsigned int i = 0; i < n; i++) {
 		struct tseg *s = &segs[i];
 		uint8_t *ph = img + ehsz + i * phsz;
 		uint64_t vaddr = s->vaddr ? s->vaddr : s->paddr;
 
-		off = (off + 15) & ~(size_t)15;
+		off = (off + 15) & ~(size_t) 15;
 		s->offset = off;
 		cr_assert_leq(off + s->filesz, IMG_CAP);
 		for (uint64_t j = 0; j < s->filesz; j++)
@@ -195,11 +196,11 @@ static size_t build_elf(bool is64, uint64_t entry, struct tseg *segs, unsigned i
 			put64(ph + 48, 0x1000);
 		} else {
 			put32(ph, s->type ? s->type : PT_LOAD);
-			put32(ph + 4, (uint32_t)s->offset);
-			put32(ph + 8, (uint32_t)vaddr);
-			put32(ph + 12, (uint32_t)s->paddr);
-			put32(ph + 16, (uint32_t)s->filesz);
-			put32(ph + 20, (uint32_t)s->memsz);
+			put32(ph + 4, (uint32_t) s->offset);
+			put32(ph + 8, (uint32_t) vaddr);
+			put32(ph + 12, (uint32_t) s->paddr);
+			put32(ph + 16, (uint32_t) s->filesz);
+			put32(ph + 20, (uint32_t) s->memsz);
 			put32(ph + 24, 7);
 			put32(ph + 28, 0x1000);
 		}
@@ -208,7 +209,7 @@ static size_t build_elf(bool is64, uint64_t entry, struct tseg *segs, unsigned i
 	pat_skip0 = 0;
 	if (mb_flags >= 0) {
 		cr_assert_geq(segs[0].filesz, 12);
-		mb_header(img + segs[0].offset, (uint32_t)mb_flags);
+		mb_header(img + segs[0].offset, (uint32_t) mb_flags);
 		pat_skip0 = 12;
 	}
 	return off;
@@ -216,13 +217,13 @@ static size_t build_elf(bool is64, uint64_t entry, struct tseg *segs, unsigned i
 
 struct aout {
 	uint32_t load_addr;
-	uint32_t text;		/* bytes loaded from the file, from offset 0 */
+	uint32_t text; /* bytes loaded from the file, from offset 0 */
 	uint32_t bss;
 	uint32_t entry_off;
-	uint32_t hdr_off;	/* where the multiboot header sits in the file */
+	uint32_t hdr_off; /* where the multiboot header sits in the file */
 };
 
-#define AOUT_HDR_OFF	16
+#define AOUT_HDR_OFF 16
 
 /* An a.out-kludge image: header at a.hdr_off, loaded from file offset 0. */
 static size_t build_aout(const struct aout *a, uint32_t extra_flags)
@@ -278,13 +279,13 @@ static int load(size_t len, const char *cmdline, const struct vmm_module *mods, 
 
 static void expect_ok(int rc)
 {
-	cr_assert_eq(rc, 0, "load failed: %d: %.*s", rc, (int)sizeof(err), err);
+	cr_assert_eq(rc, 0, "load failed: %d: %.*s", rc, (int) sizeof(err), err);
 }
 
 static void expect_error(int rc, int want, const char *what)
 {
 	cr_assert_eq(rc, -want, "%s: got %d, want %d; err: %.*s", what, rc, -want,
-		     (int)sizeof(err), err);
+		     (int) sizeof(err), err);
 	cr_assert_not_null(memchr(err, 0, sizeof(err)), "%s: err not NUL-terminated", what);
 	cr_assert_neq(err[0], 0, "%s: empty err", what);
 	cr_assert_null(strchr(err, '\n'), "%s: err has a newline: %s", what, err);
@@ -307,7 +308,7 @@ static void expect_seg_loaded(const struct tseg *s, unsigned int idx)
 		cr_assert_eq(ram.base[s->paddr + j], pat(idx, j));
 	for (uint64_t j = s->filesz; j < s->memsz; j++)
 		cr_assert_eq(ram.base[s->paddr + j], 0, "bss byte %#llx of segment %u not zero",
-			     (unsigned long long)j, idx);
+			     (unsigned long long) j, idx);
 }
 
 /* --- ELF64 ---------------------------------------------------------------- */
@@ -347,13 +348,13 @@ static uint64_t walk(uint64_t cr3, uint64_t va, uint64_t *ret_pa)
 	uint64_t pml4e = ram64((cr3 & ~0xFFFULL) + ((va >> 39) & 511) * 8);
 	uint64_t pdpte, pde;
 
-	cr_assert(pml4e & 1, "PML4E not present for %#llx", (unsigned long long)va);
+	cr_assert(pml4e & 1, "PML4E not present for %#llx", (unsigned long long) va);
 	pdpte = ram64((pml4e & 0x000FFFFFFFFFF000ULL) + ((va >> 30) & 511) * 8);
-	cr_assert(pdpte & 1, "PDPTE not present for %#llx", (unsigned long long)va);
+	cr_assert(pdpte & 1, "PDPTE not present for %#llx", (unsigned long long) va);
 	cr_assert_eq(pdpte & 0x80, 0, "PDPTE is a 1 GiB page");
 	pde = ram64((pdpte & 0x000FFFFFFFFFF000ULL) + ((va >> 21) & 511) * 8);
-	cr_assert(pde & 1, "PDE not present for %#llx", (unsigned long long)va);
-	cr_assert(pde & 0x80, "PDE for %#llx is not a 2 MiB page", (unsigned long long)va);
+	cr_assert(pde & 1, "PDE not present for %#llx", (unsigned long long) va);
+	cr_assert(pde & 0x80, "PDE for %#llx is not a 2 MiB page", (unsigned long long) va);
 	*ret_pa = (pde & 0x000FFFFFFFE00000ULL) | (va & 0x1FFFFF);
 	return pde;
 }
@@ -387,7 +388,7 @@ Test(loader, elf64_identity_map_2m_pages)
 	for (uint64_t i = 0; i < 512; i++) {
 		uint64_t want = i < size / 0x200000 ? (i << 21) | 0x83 : 0;
 
-		cr_assert_eq(ram64(pd + i * 8), want, "PD[%llu]", (unsigned long long)i);
+		cr_assert_eq(ram64(pd + i * 8), want, "PD[%llu]", (unsigned long long) i);
 	}
 }
 
@@ -513,8 +514,8 @@ static void expect_info(uint32_t info, const char *cmdline, const struct vmm_mod
 	cr_assert_eq(ram32(info + 0), (1u << 0) | (1u << 2) | (1u << 3) | (1u << 6) | (1u << 9));
 	cr_assert_eq(ram32(info + 4), 640);
 	cr_assert_eq(ram32(info + 8), (ram.size - SZ_1M) / 1024);
-	cr_assert_str_eq((char *)ram.base + ram32(info + 16), cmdline);
-	cr_assert_str_eq((char *)ram.base + ram32(info + 64), "vpmu-vmm");
+	cr_assert_str_eq((char *) ram.base + ram32(info + 16), cmdline);
+	cr_assert_str_eq((char *) ram.base + ram32(info + 64), "vpmu-vmm");
 	cr_assert_eq(ram32(info + 20), nr);
 	m = ram32(info + 24);
 	cr_assert_neq(m, 0);
@@ -522,13 +523,13 @@ static void expect_info(uint32_t info, const char *cmdline, const struct vmm_mod
 		uint32_t start = ram32(m), end = ram32(m + 4);
 
 		cr_assert_eq(start, cursor, "module %zu at %#x, want %#llx", i, start,
-			     (unsigned long long)cursor);
+			     (unsigned long long) cursor);
 		cr_assert_eq(start % PAGE, 0);
 		cr_assert_geq(start, image_end);
 		cr_assert_eq(end - start, mods[i].size);
 		if (mods[i].size)
 			cr_assert_eq(memcmp(ram.base + start, mods[i].data, mods[i].size), 0);
-		cr_assert_str_eq((char *)ram.base + ram32(m + 8),
+		cr_assert_str_eq((char *) ram.base + ram32(m + 8),
 				 mods[i].cmdline ? mods[i].cmdline : "");
 		cr_assert_eq(ram32(m + 12), 0);
 		cursor = (end + PAGE - 1) & ~(PAGE - 1);
@@ -550,7 +551,7 @@ Test(loader, multiboot_elf32_loads_and_fills_info)
 	size_t len = good_elf32_mb(0x3);
 
 	for (size_t i = 0; i < sizeof(mod1); i++)
-		mod1[i] = (uint8_t)(i * 13 + 1);
+		mod1[i] = (uint8_t) (i * 13 + 1);
 	expect_ok(load(len, cmdline, mods, 2));
 	cr_assert_eq(boot.kind, VMM_BOOT_MULTIBOOT);
 	cr_assert_eq(boot.entry, 0x100020);
@@ -599,10 +600,10 @@ Test(loader, multiboot_aout_kludge_with_offset_and_whole_file)
 		img[i] = pat(0, i);
 	h = img + 0x200;
 	mb_header(h, 1u << 16);
-	put32(h + 12, 0x200100);		/* header_addr */
-	put32(h + 16, 0x200000);		/* load_addr: file offset 0x100 */
-	put32(h + 20, 0);			/* load_end_addr 0: to the end of the file */
-	put32(h + 24, 0);			/* no bss */
+	put32(h + 12, 0x200100); /* header_addr */
+	put32(h + 16, 0x200000); /* load_addr: file offset 0x100 */
+	put32(h + 20, 0);	 /* load_end_addr 0: to the end of the file */
+	put32(h + 24, 0);	 /* no bss */
 	put32(h + 28, 0x200ABC);
 	expect_ok(load(0x1000, NULL, NULL, 0));
 	cr_assert_eq(boot.image_start, 0x200000);
@@ -823,7 +824,8 @@ Test(loader, elf_huge_offsets)
 	size_t len = good_elf64();
 
 	put64(img + 32, 0xFFFFFFFFFFFFFFF0ULL);
-	expect_error_with(load(len, NULL, NULL, 0), EINVAL, "e_phoff", "program header table starts");
+	expect_error_with(load(len, NULL, NULL, 0), EINVAL, "e_phoff",
+			  "program header table starts");
 	len = good_elf64();
 	put64(img + 64 + 8, 0xFFFFFFFFFFFFFF00ULL);
 	expect_error_with(load(len, NULL, NULL, 0), EINVAL, "p_offset", "ends past the end");
@@ -852,15 +854,17 @@ Test(loader, elf_overlapping_segments)
 	};
 	size_t len = build_elf(true, 0x100000, s, 3, -1);
 
-	expect_error_with(load(len, NULL, NULL, 0), EINVAL, "overlap",
-			  "ELF64 segment 2 (p_paddr 0x200fff, p_memsz 0x1) overlaps ELF64 segment 1");
+	expect_error_with(
+		load(len, NULL, NULL, 0), EINVAL, "overlap",
+		"ELF64 segment 2 (p_paddr 0x200fff, p_memsz 0x1) overlaps ELF64 segment 1");
 	/* Touching is fine. */
 	s[2].paddr = 0x201000;
 	len = build_elf(true, 0x100000, s, 3, -1);
 	expect_ok(load(len, NULL, NULL, 0));
 	len = good_elf32_mb(0);
 	put32(img + 52 + 32 + 12, 0x1007FF);
-	expect_error_with(load(len, NULL, NULL, 0), EINVAL, "overlap32", "overlaps ELF32 segment 0");
+	expect_error_with(load(len, NULL, NULL, 0), EINVAL, "overlap32",
+			  "overlaps ELF32 segment 0");
 }
 
 Test(loader, elf_entry_outside_segments)
@@ -935,10 +939,10 @@ Test(loader, aout_bad_addresses)
 	size_t len = build_aout(&good_aout_desc, 0);
 	uint8_t *h = img + AOUT_HDR_OFF;
 
-	put32(h + 16, 0x100020);	/* load_addr above header_addr */
+	put32(h + 16, 0x100020); /* load_addr above header_addr */
 	expect_error_with(load(len, NULL, NULL, 0), EINVAL, "load>header", "is above header_addr");
 	len = build_aout(&good_aout_desc, 0);
-	put32(h + 16, 0x0FFF00);	/* would start before the file */
+	put32(h + 16, 0x0FFF00); /* would start before the file */
 	expect_error_with(load(len, NULL, NULL, 0), EINVAL, "before file", "past the header's");
 	len = build_aout(&good_aout_desc, 0);
 	put32(h + 20, 0x0FFFFF);
@@ -948,7 +952,8 @@ Test(loader, aout_bad_addresses)
 	expect_error_with(load(len, NULL, NULL, 0), EINVAL, "bss_end", "bss_end_addr");
 	len = build_aout(&good_aout_desc, 0);
 	put32(h + 20, 0x102000);
-	expect_error_with(load(len, NULL, NULL, 0), EINVAL, "load_end past file", "truncated image");
+	expect_error_with(load(len, NULL, NULL, 0), EINVAL, "load_end past file",
+			  "truncated image");
 }
 
 Test(loader, modules_that_do_not_fit)
@@ -1024,8 +1029,8 @@ Test(loader, bad_arguments)
 
 	expect_error(vmm_load_kernel(&none, img, len, NULL, NULL, 0, &boot, err, sizeof(err)),
 		     EINVAL, "no RAM");
-	expect_error(vmm_load_kernel(&ram, img, len, NULL, NULL, 0, NULL, err, sizeof(err)),
-		     EINVAL, "no ret");
+	expect_error(vmm_load_kernel(&ram, img, len, NULL, NULL, 0, NULL, err, sizeof(err)), EINVAL,
+		     "no ret");
 	expect_error(vmm_load_kernel(&ram, NULL, 10, NULL, NULL, 0, &boot, err, sizeof(err)),
 		     EINVAL, "no image");
 	len = good_elf32_mb(0);

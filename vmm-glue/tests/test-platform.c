@@ -36,8 +36,8 @@ Test(platform, debug_exit_status)
 
 Test(platform, serial_ready_and_dlab)
 {
-	cr_assert_eq(in(PORT_COM1 + 5, 1) & 0x60, 0x60);	/* THRE | TEMT */
-	cr_assert_eq(in(PORT_COM1 + 2, 1), 0x01);		/* no interrupt pending */
+	cr_assert_eq(in(PORT_COM1 + 5, 1) & 0x60, 0x60); /* THRE | TEMT */
+	cr_assert_eq(in(PORT_COM1 + 2, 1), 0x01);	 /* no interrupt pending */
 	out(PORT_COM1 + 3, 1, 0x80);
 	out(PORT_COM1, 1, 0x0c);
 	out(PORT_COM1 + 1, 1, 0x00);
@@ -58,7 +58,7 @@ Test(platform, fw_cfg)
 	cr_assert_eq(in(PORT_FW_CFG_DATA, 1), 'U');
 	out(PORT_FW_CFG_SEL, 2, FW_CFG_RAM_SIZE);
 	for (int i = 0; i < 8; i++)
-		ram |= (uint64_t)in(PORT_FW_CFG_DATA, 1) << (8 * i);
+		ram |= (uint64_t) in(PORT_FW_CFG_DATA, 1) << (8 * i);
 	cr_assert_eq(ram, 128ull << 20);
 	out(PORT_FW_CFG_SEL, 2, FW_CFG_NB_CPUS);
 	cr_assert_eq(in(PORT_FW_CFG_DATA, 1), 1);

@@ -13,9 +13,9 @@
  * when and how, and bits 63:32 (IN_TX/IN_TXCP on TSX parts) are not part of
  * a catalogue encoding.
  */
-#define EVTSEL_MATCH_MASK	(ARCH_PERFMON_EVENTSEL_EVENT | ARCH_PERFMON_EVENTSEL_UMASK | \
-				 ARCH_PERFMON_EVENTSEL_EDGE | ARCH_PERFMON_EVENTSEL_ANY | \
-				 ARCH_PERFMON_EVENTSEL_INV | ARCH_PERFMON_EVENTSEL_CMASK)
+#define EVTSEL_MATCH_MASK                                                                          \
+	(ARCH_PERFMON_EVENTSEL_EVENT | ARCH_PERFMON_EVENTSEL_UMASK | ARCH_PERFMON_EVENTSEL_EDGE |  \
+	 ARCH_PERFMON_EVENTSEL_ANY | ARCH_PERFMON_EVENTSEL_INV | ARCH_PERFMON_EVENTSEL_CMASK)
 
 uint64_t vpmu_event_encode(const struct vpmu_event_desc *ev)
 {

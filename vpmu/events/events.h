@@ -10,36 +10,36 @@
 #include <stdint.h>
 
 /* vpmu_event_desc.flags */
-#define VPMU_EV_INV		(1u << 0)	/* Invert=1 */
-#define VPMU_EV_EDGE		(1u << 1)	/* EdgeDetect=1 */
-#define VPMU_EV_ANY		(1u << 2)	/* AnyThread=1 */
-#define VPMU_EV_PEBS		(1u << 3)	/* has a PEBS:[...] bracket */
-#define VPMU_EV_PRECISE_IP	(1u << 4)	/* PEBS PreciseEventingIP */
-#define VPMU_EV_PRECISE		(1u << 5)	/* PEBS Precise */
-#define VPMU_EV_DLA		(1u << 6)	/* PEBS DataLinearAddress */
-#define VPMU_EV_LATENCY		(1u << 7)	/* PEBS Latency */
-#define VPMU_EV_ARCH		(1u << 8)	/* Architectural */
-#define VPMU_EV_FIXED		(1u << 9)	/* Fixed */
-#define VPMU_EV_DEPRECATED	(1u << 10)	/* Deprecated */
+#define VPMU_EV_INV	   (1u << 0)  /* Invert=1 */
+#define VPMU_EV_EDGE	   (1u << 1)  /* EdgeDetect=1 */
+#define VPMU_EV_ANY	   (1u << 2)  /* AnyThread=1 */
+#define VPMU_EV_PEBS	   (1u << 3)  /* has a PEBS:[...] bracket */
+#define VPMU_EV_PRECISE_IP (1u << 4)  /* PEBS PreciseEventingIP */
+#define VPMU_EV_PRECISE	   (1u << 5)  /* PEBS Precise */
+#define VPMU_EV_DLA	   (1u << 6)  /* PEBS DataLinearAddress */
+#define VPMU_EV_LATENCY	   (1u << 7)  /* PEBS Latency */
+#define VPMU_EV_ARCH	   (1u << 8)  /* Architectural */
+#define VPMU_EV_FIXED	   (1u << 9)  /* Fixed */
+#define VPMU_EV_DEPRECATED (1u << 10) /* Deprecated */
 
 struct vpmu_event_desc {
-	const char *name;		/* e.g. "BR_INST_RETIRED.NEAR_CALL" */
-	const char *desc;		/* UTF-8 prose */
-	const char *errata;		/* "SKL091, SKL044" or NULL */
-	int8_t fixed_idx;		/* -1, or n for IA32_FIXED_CTRn events */
-	int8_t pdist_counter;		/* -1, or the PDISTCounter value */
-	uint8_t event;			/* EventSel (0 for fixed-only events) */
-	uint8_t umask;			/* UMask */
-	uint8_t cmask;			/* CMask */
-	uint16_t flags;			/* VPMU_EV_* */
-	uint16_t aux_msr;		/* 0, 0x3f6 or 0x3f7 */
-	uint32_t aux_value;		/* value for aux_msr */
-	uint32_t counters;		/* Counter= as a bitmask (bit i = GP i) */
-	uint32_t counters_ht_off;	/* CounterHTOff= as a bitmask */
+	const char *name;	  /* e.g. "BR_INST_RETIRED.NEAR_CALL" */
+	const char *desc;	  /* UTF-8 prose */
+	const char *errata;	  /* "SKL091, SKL044" or NULL */
+	int8_t fixed_idx;	  /* -1, or n for IA32_FIXED_CTRn events */
+	int8_t pdist_counter;	  /* -1, or the PDISTCounter value */
+	uint8_t event;		  /* EventSel (0 for fixed-only events) */
+	uint8_t umask;		  /* UMask */
+	uint8_t cmask;		  /* CMask */
+	uint16_t flags;		  /* VPMU_EV_* */
+	uint16_t aux_msr;	  /* 0, 0x3f6 or 0x3f7 */
+	uint32_t aux_value;	  /* value for aux_msr */
+	uint32_t counters;	  /* Counter= as a bitmask (bit i = GP i) */
+	uint32_t counters_ht_off; /* CounterHTOff= as a bitmask */
 };
 
 struct vpmu_event_table {
-	const char *model;		/* guest model name */
+	const char *model; /* guest model name */
 	size_t nr;
 	const struct vpmu_event_desc *events;
 };

@@ -13,14 +13,14 @@
 
 #include "vpmu/vpmu.h"
 
-#define B(n)		(1ULL << (n))
-#define LOW(n)		((n) >= 64 ? ~0ULL : (1ULL << (n)) - 1)
+#define B(n)   (1ULL << (n))
+#define LOW(n) ((n) >= 64 ? ~0ULL : (1ULL << (n)) - 1)
 
 struct model_facts {
 	const char *name;
 	unsigned int version, nr_gp, nr_fixed, width, lbr_depth, linear_bits, phys_bits;
 	unsigned int arch_events_len;
-	uint64_t perf_caps;		/* IA32_PERF_CAPABILITIES value */
+	uint64_t perf_caps; /* IA32_PERF_CAPABILITIES value */
 	bool ds, legacy_pebs, adaptive, fmt6, arch_pebs, metrics, v6_bits, anythread_dep;
 	uint64_t offcore_valid, frontend_valid;
 	uint32_t crystal_hz;
@@ -36,18 +36,94 @@ struct model_facts {
  * 1 (§22.10.1.1).
  */
 static const struct model_facts facts[] = {
-	{ "Skylake-Server", 4, 4, 3, 48, 32, 48, 46, 7, 0x33c5,
-	  true, true, false, false, false, false, false, false,
-	  0x3fffff8fffULL, 0x7fbfffULL, 25000000, 2100000000ULL },
-	{ "Icelake-Server", 5, 8, 4, 48, 32, 57, 52, 8, 0xf4c5,
-	  true, true, true, false, false, true, false, true,
-	  0x3fffffbfffULL, 0x7fff17ULL, 25000000, 2300000000ULL },
-	{ "LunarLake", 6, 8, 4, 48, 0, 48, 46, 8, 0x2f6c0,
-	  true, true, true, true, false, true, true, true,
-	  0x3fffffffffULL, 0x7fff1fULL, 38400000, 2304000000ULL },
-	{ "arch-pebs", 6, 8, 4, 48, 0, 57, 52, 8, 0x2bfc0,
-	  false, false, false, false, true, true, true, true,
-	  0x3fffffffffULL, 0x7fff1fULL, 38400000, 2304000000ULL },
+	{ "Skylake-Server",
+	  4,
+	  4,
+	  3,
+	  48,
+	  32,
+	  48,
+	  46,
+	  7,
+	  0x33c5,
+	  true,
+	  true,
+	  false,
+	  false,
+	  false,
+	  false,
+	  false,
+	  false,
+	  0x3fffff8fffULL,
+	  0x7fbfffULL,
+	  25000000,
+	  2100000000ULL },
+	{ "Icelake-Server",
+	  5,
+	  8,
+	  4,
+	  48,
+	  32,
+	  57,
+	  52,
+	  8,
+	  0xf4c5,
+	  true,
+	  true,
+	  true,
+	  false,
+	  false,
+	  true,
+	  false,
+	  true,
+	  0x3fffffbfffULL,
+	  0x7fff17ULL,
+	  25000000,
+	  2300000000ULL },
+	{ "LunarLake",
+	  6,
+	  8,
+	  4,
+	  48,
+	  0,
+	  48,
+	  46,
+	  8,
+	  0x2f6c0,
+	  true,
+	  true,
+	  true,
+	  true,
+	  false,
+	  true,
+	  true,
+	  true,
+	  0x3fffffffffULL,
+	  0x7fff1fULL,
+	  38400000,
+	  2304000000ULL },
+	{ "arch-pebs",
+	  6,
+	  8,
+	  4,
+	  48,
+	  0,
+	  57,
+	  52,
+	  8,
+	  0x2bfc0,
+	  false,
+	  false,
+	  false,
+	  false,
+	  true,
+	  true,
+	  true,
+	  true,
+	  0x3fffffffffULL,
+	  0x7fff1fULL,
+	  38400000,
+	  2304000000ULL },
 };
 #define NR_FACTS (sizeof(facts) / sizeof(facts[0]))
 
@@ -83,7 +159,8 @@ static inline uint64_t test_rdmsr(struct vpmu_vcpu *v, uint32_t msr)
 /* WRMSR that must succeed. */
 static inline void test_wrmsr(struct vpmu_vcpu *v, uint32_t msr, uint64_t val)
 {
-	cr_assert_eq(vpmu_msr_write(v, msr, val), 0, "wrmsr %#x %#llx", msr, (unsigned long long)val);
+	cr_assert_eq(vpmu_msr_write(v, msr, val), 0, "wrmsr %#x %#llx", msr,
+		     (unsigned long long) val);
 }
 
 #endif

@@ -24,32 +24,32 @@
 #include "perf-util.h"
 #include "vpmu/vpmu.h"
 
-#define FAKE_MAX	64
-#define FAKE_FD0	1000
-#define FAKE_PAGE	4096
+#define FAKE_MAX  64
+#define FAKE_FD0  1000
+#define FAKE_PAGE 4096
 
 struct fake_event {
 	bool open;
 	struct perf_event_attr attr;
 	uint64_t count, enabled_ns, running_ns;
 	bool enabled;
-	uint64_t period, next;		/* next overflow at this count */
-	uint8_t *ring;			/* 1 + 1 pages */
+	uint64_t period, next; /* next overflow at this count */
+	uint8_t *ring;	       /* 1 + 1 pages */
 	int owner_tid, sig;
 	bool async;
 	uint64_t sample_ip, sample_addr, sample_weight;
-	uint64_t latency;		/* a sample's count is this far past its overflow */
-	bool drop_samples;		/* overflow without a record (a lost sample) */
-	bool short_read;		/* read() returns 0 bytes (pinned, unschedulable) */
-	uint64_t running_deficit;	/* running = enabled - this (multiplexed) */
+	uint64_t latency;	  /* a sample's count is this far past its overflow */
+	bool drop_samples;	  /* overflow without a record (a lost sample) */
+	bool short_read;	  /* read() returns 0 bytes (pinned, unschedulable) */
+	uint64_t running_deficit; /* running = enabled - this (multiplexed) */
 };
 
 static struct fake_perf {
 	struct fake_event ev[FAKE_MAX];
 	unsigned int nr_open, max_open;
 	unsigned int opens, reads, ioctls, fcntls, mmaps, munmaps, closes;
-	int fail_open;			/* errno for the next open(s), 0: none */
-	int fail_open_count;		/* how many opens fail (-1: all) */
+	int fail_open;	     /* errno for the next open(s), 0: none */
+	int fail_open_count; /* how many opens fail (-1: all) */
 	int fail_mmap;
 	int fail_ioctl;
 } fake;
@@ -115,7 +115,7 @@ static ssize_t fake_read(int fd, void *buf, size_t len)
 	v[1] = e->enabled_ns;
 	v[2] = e->enabled_ns - e->running_deficit;
 	memcpy(buf, v, len < sizeof(v) ? len : sizeof(v));
-	return (ssize_t)(len < sizeof(v) ? len : sizeof(v));
+	return (ssize_t) (len < sizeof(v) ? len : sizeof(v));
 }
 
 static int fake_ioctl(int fd, unsigned long req, unsigned long arg)
@@ -133,7 +133,7 @@ static int fake_ioctl(int fd, unsigned long req, unsigned long arg)
 	}
 	if (req == PERF_EVENT_IOC_PERIOD) {
 		/* the kernel restarts the period from now */
-		e->period = *(uint64_t *)arg;
+		e->period = *(uint64_t *) arg;
 		e->next = e->count + e->period;
 	} else if (req == PERF_EVENT_IOC_ENABLE) {
 		e->enabled = true;
@@ -153,9 +153,9 @@ static int fake_fcntl(int fd, int cmd, unsigned long arg)
 		return -1;
 	}
 	if (cmd == F_SETOWN_EX)
-		e->owner_tid = ((struct f_owner_ex *)arg)->pid;
+		e->owner_tid = ((struct f_owner_ex *) arg)->pid;
 	else if (cmd == F_SETSIG)
-		e->sig = (int)arg;
+		e->sig = (int) arg;
 	else if (cmd == F_SETFL)
 		e->async = arg & O_ASYNC;
 	return 0;
@@ -173,7 +173,7 @@ static void *fake_mmap(size_t len, int fd)
 	}
 	e->ring = aligned_alloc(FAKE_PAGE, len);
 	memset(e->ring, 0, len);
-	pg = (struct perf_event_mmap_page *)e->ring;
+	pg = (struct perf_event_mmap_page *) e->ring;
 	pg->data_offset = FAKE_PAGE;
 	pg->data_size = len - FAKE_PAGE;
 	return e->ring;
@@ -189,7 +189,7 @@ static int fake_munmap(void *addr, size_t len)
 			return 0;
 		}
 	}
-	free(addr);	/* the event was closed first */
+	free(addr); /* the event was closed first */
 	return 0;
 }
 
@@ -210,9 +210,9 @@ static int fake_close(int fd)
 /* Append a record to the event's ring buffer as the kernel would. */
 static void fake_record(struct fake_event *e, uint32_t type, const uint64_t *words, unsigned int n)
 {
-	struct perf_event_mmap_page *pg = (struct perf_event_mmap_page *)e->ring;
+	struct perf_event_mmap_page *pg = (struct perf_event_mmap_page *) e->ring;
 	uint8_t *data = e->ring + FAKE_PAGE;
-	struct perf_event_header h = { .type = type, .size = (uint16_t)(8 + 8 * n) };
+	struct perf_event_header h = { .type = type, .size = (uint16_t) (8 + 8 * n) };
 	uint64_t head = pg->data_head;
 	uint8_t rec[512];
 
@@ -293,14 +293,14 @@ static struct {
 
 static void fake_on_pmi(void *data, struct vpmu_vcpu *vcpu)
 {
-	(void)data;
-	(void)vcpu;
+	(void) data;
+	(void) vcpu;
 	fake_out.pmis++;
 }
 
 static void fake_on_log(void *data, enum vpmu_log_level level, const char *msg)
 {
-	(void)data;
+	(void) data;
 	if (level <= VPMU_LOG_WARNING) {
 		fake_out.warnings++;
 		snprintf(fake_out.last_warning, sizeof(fake_out.last_warning), "%s", msg);

@@ -9,7 +9,7 @@
 
 #include "pebs-record.h"
 
-#define PEBS_TEST_LBRS	64
+#define PEBS_TEST_LBRS 64
 
 static inline void pebs_test_values(struct pebs_lbr_entry lbrs[PEBS_TEST_LBRS],
 				    struct pebs_counters *counters)

@@ -18,29 +18,29 @@
 #include "model.h"
 #include "pmu.h"
 
-#define PMC		0xc1
-#define EVTSEL		0x186
-#define FIXED_CTR	0x309
-#define FIXED_CTRL	0x38d
-#define STATUS		0x38e
-#define GCTRL		0x38f
-#define OVF_CTRL	0x390
-#define PEBS_ENABLE	0x3f1
+#define PMC	    0xc1
+#define EVTSEL	    0x186
+#define FIXED_CTR   0x309
+#define FIXED_CTRL  0x38d
+#define STATUS	    0x38e
+#define GCTRL	    0x38f
+#define OVF_CTRL    0x390
+#define PEBS_ENABLE 0x3f1
 
-#define USR		B(16)
-#define OS		B(17)
-#define INT		B(20)
-#define EN		B(22)
-#define FX_OS(i)	B(4 * (i))
-#define FX_USR(i)	B(4 * (i) + 1)
-#define MASK48		LOW(48)
+#define USR	  B(16)
+#define OS	  B(17)
+#define INT	  B(20)
+#define EN	  B(22)
+#define FX_OS(i)  B(4 * (i))
+#define FX_USR(i) B(4 * (i) + 1)
+#define MASK48	  LOW(48)
 
-#define CORE_CYCLES	0x003c	/* CPU_CLK_UNHALTED.THREAD_P */
-#define INST_RETIRED	0x00c0	/* INST_RETIRED.ANY_P */
+#define CORE_CYCLES  0x003c /* CPU_CLK_UNHALTED.THREAD_P */
+#define INST_RETIRED 0x00c0 /* INST_RETIRED.ANY_P */
 
 static int fd_of(struct vpmu_vcpu *v, unsigned int ctr)
 {
-	return ((struct hc_set *)v->backend_state)->ctr[ctr].fd;
+	return ((struct hc_set *) v->backend_state)->ctr[ctr].fd;
 }
 
 static const struct vpmu_counter_stats *ctr_stats(struct vpmu_vcpu *v, unsigned int slot,
@@ -86,7 +86,8 @@ Test(perf_real, degrades_or_counts)
 		cr_expect_lt(cs->error, 0);
 		cr_expect_eq(fd_of(v, 0), -1);
 		cr_expect_geq(fake_out.warnings, 1);
-		cr_expect(strstr(fake_out.last_warning, "perf backend"), "%s", fake_out.last_warning);
+		cr_expect(strstr(fake_out.last_warning, "perf backend"), "%s",
+			  fake_out.last_warning);
 		cr_expect(strstr(json, "\"state\":\"unbacked\""), "%s", json);
 		cr_expect_eq(test_rdmsr(v, PMC), 100);
 		cr_assert_eq(vpmu_vcpu_sync(v), 0);
@@ -168,7 +169,7 @@ Test(perf, host_event)
 	cr_expect(e->attr.pinned);
 	cr_expect_eq(e->attr.precise_ip, 0, "never host PEBS with exclude_host");
 	cr_expect_eq(e->attr.sample_type, PERF_SAMPLE_IP | PERF_SAMPLE_ADDR | PERF_SAMPLE_WEIGHT |
-		     PERF_SAMPLE_DATA_SRC | PERF_SAMPLE_READ);
+						  PERF_SAMPLE_DATA_SRC | PERF_SAMPLE_READ);
 	cr_expect_eq(e->attr.sample_period, 100000);
 	cr_expect_eq(e->sig, SIGRTMIN + 4);
 	vpmu_vcpu_free(v);
@@ -192,7 +193,7 @@ Test(perf, sample_reaches_the_core)
 	e->sample_ip = 0x401234;
 	e->sample_addr = 0x7ff000;
 	e->sample_weight = 57;
-	e->latency = 12;	/* skid: the interrupt comes 12 events late */
+	e->latency = 12; /* skid: the interrupt comes 12 events late */
 	fake_count(fd, 99999);
 	cr_expect_eq(vpmu_vcpu_poll(v), 0);
 	fake_count(fd, 100);
@@ -245,7 +246,8 @@ ParameterizedTest(int *err, perf, open_failure_unbacks_one_counter)
 	cr_expect_eq(fake_out.warnings, 1, "%d warnings: %s", fake_out.warnings,
 		     fake_out.last_warning);
 	cr_expect(strstr(fake_out.last_warning, "counter gp0"), "%s", fake_out.last_warning);
-	cr_expect(strstr(fake_out.last_warning, strerrorname_np(*err)), "%s", fake_out.last_warning);
+	cr_expect(strstr(fake_out.last_warning, strerrorname_np(*err)), "%s",
+		  fake_out.last_warning);
 	cs = ctr_stats(v, 0, &st);
 	cr_expect(cs->flags & VPMU_CTR_UNBACKED);
 	cr_expect_eq(cs->error, -*err);
@@ -273,7 +275,7 @@ Test(perf, not_scheduled_is_degraded)
 	e = fake_ev(fd_of(v, 0));
 	fake_count(fd_of(v, 0), 4000);
 	test_rdmsr(v, PMC);
-	cr_assert_eq(vpmu_vcpu_sync(v), 0);	/* publishes the stats */
+	cr_assert_eq(vpmu_vcpu_sync(v), 0); /* publishes the stats */
 	cs = ctr_stats(v, 0, &st);
 	cr_expect_eq(cs->flags & VPMU_CTR_DEGRADED, 0);
 	cr_expect_eq(cs->time_enabled, 4000);
@@ -281,7 +283,7 @@ Test(perf, not_scheduled_is_degraded)
 
 	e->running_deficit = 1000;
 	test_rdmsr(v, PMC);
-	cr_assert_eq(vpmu_vcpu_sync(v), 0);	/* publishes the stats */
+	cr_assert_eq(vpmu_vcpu_sync(v), 0); /* publishes the stats */
 	cs = ctr_stats(v, 0, &st);
 	cr_expect(cs->flags & VPMU_CTR_BACKED);
 	cr_expect(cs->flags & VPMU_CTR_DEGRADED);
@@ -295,7 +297,7 @@ Test(perf, not_scheduled_is_degraded)
 	e->running_deficit = 0;
 	e->short_read = true;
 	test_rdmsr(v, PMC);
-	cr_assert_eq(vpmu_vcpu_sync(v), 0);	/* publishes the stats */
+	cr_assert_eq(vpmu_vcpu_sync(v), 0); /* publishes the stats */
 	cs = ctr_stats(v, 0, &st);
 	cr_expect(cs->flags & VPMU_CTR_DEGRADED);
 	cr_expect_eq(cs->error, -EBUSY);

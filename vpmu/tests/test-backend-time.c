@@ -18,30 +18,30 @@
 #include "fake-perf.h"
 #include "pmu.h"
 
-#define PMC		0xc1
-#define EVTSEL		0x186
-#define FIXED_CTR	0x309
-#define FIXED_CTRL	0x38d
-#define STATUS		0x38e
-#define GCTRL		0x38f
-#define OVF_CTRL	0x390
+#define PMC	   0xc1
+#define EVTSEL	   0x186
+#define FIXED_CTR  0x309
+#define FIXED_CTRL 0x38d
+#define STATUS	   0x38e
+#define GCTRL	   0x38f
+#define OVF_CTRL   0x390
 
-#define USR		B(16)
-#define OS		B(17)
-#define INT		B(20)
-#define EN		B(22)
-#define FX_OS(i)	B(4 * (i))
-#define FX_USR(i)	B(4 * (i) + 1)
-#define FX_PMI(i)	B(4 * (i) + 3)
-#define MASK48		LOW(48)
+#define USR	  B(16)
+#define OS	  B(17)
+#define INT	  B(20)
+#define EN	  B(22)
+#define FX_OS(i)  B(4 * (i))
+#define FX_USR(i) B(4 * (i) + 1)
+#define FX_PMI(i) B(4 * (i) + 3)
+#define MASK48	  LOW(48)
 
-#define CORE_CYCLES	0x003c	/* CPU_CLK_UNHALTED.THREAD_P (SDM Vol. 3B Table 21-1) */
-#define REF_XCLK	0x013c	/* CPU_CLK_UNHALTED.REF_XCLK */
-#define INST_RETIRED	0x00c0
+#define CORE_CYCLES  0x003c /* CPU_CLK_UNHALTED.THREAD_P (SDM Vol. 3B Table 21-1) */
+#define REF_XCLK     0x013c /* CPU_CLK_UNHALTED.REF_XCLK */
+#define INST_RETIRED 0x00c0
 
 static int fd_of(struct vpmu_vcpu *v, unsigned int ctr)
 {
-	return ((struct hc_set *)v->backend_state)->ctr[ctr].fd;
+	return ((struct hc_set *) v->backend_state)->ctr[ctr].fd;
 }
 
 static const struct vpmu_counter_stats *ctr_stats(struct vpmu_vcpu *v, unsigned int slot,
@@ -120,10 +120,10 @@ Test(time, host_event_and_period)
 	cr_expect_eq(e->attr.config, PERF_COUNT_SW_TASK_CLOCK);
 	cr_expect_eq(e->attr.sample_period, 476191);
 	cr_expect(e->attr.sample_type & PERF_SAMPLE_READ);
-	cr_expect_eq(e->attr.read_format, PERF_FORMAT_TOTAL_TIME_ENABLED |
-		     PERF_FORMAT_TOTAL_TIME_RUNNING);
+	cr_expect_eq(e->attr.read_format,
+		     PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING);
 	cr_expect(!e->attr.disabled);
-	cr_expect_eq(e->owner_tid, (int)syscall(SYS_gettid));
+	cr_expect_eq(e->owner_tid, (int) syscall(SYS_gettid));
 	cr_expect_eq(e->sig, SIGRTMIN + 4, "F_SETSIG %d", e->sig);
 	cr_expect(e->async);
 
@@ -193,7 +193,7 @@ Test(time, steady_sampling_costs_no_syscall)
 	unsigned int before;
 	int fd;
 
-	arm_fixed1(v, 2100000);		/* 1 ms */
+	arm_fixed1(v, 2100000); /* 1 ms */
 	fd = fd_of(v, 33);
 	/* each sample is taken 3 us past its overflow, as the hrtimer's would be */
 	fake_ev(fd)->latency = 3000;
@@ -222,7 +222,7 @@ Test(time, pending_tells_without_syscall)
 	unsigned int before;
 	int fd;
 
-	arm_fixed1(v, 2100000);		/* 1 ms */
+	arm_fixed1(v, 2100000); /* 1 ms */
 	fd = fd_of(v, 33);
 	before = fake_syscalls();
 	cr_expect_not(vpmu_vcpu_pending(v), "nothing counted yet");
@@ -263,8 +263,7 @@ Test(time, late_samples_keep_the_period)
 	cr_expect_eq(fake_out.pmis, 50);
 	cr_expect_eq(fake_syscalls() - before, 0);
 	/* the grid stayed at 1 ms: 50 overflows in 50 ms of CPU time */
-	cr_expect_eq(e->next, 51000000, "next host overflow at %llu",
-		     (unsigned long long)e->next);
+	cr_expect_eq(e->next, 51000000, "next host overflow at %llu", (unsigned long long) e->next);
 	/* 50.01 ms of CPU at 2.1 GHz = 50 periods and 21000 cycles */
 	cr_expect_eq(test_rdmsr(v, FIXED_CTR + 1), (0 - 2100000 + 21000) & MASK48);
 	vpmu_vcpu_free(v);
@@ -285,7 +284,7 @@ Test(time, new_period_rearms_once)
 	cr_assert_eq(vpmu_vcpu_poll(v), 1);
 	r0 = fake.reads;
 	i0 = fake.ioctls;
-	guest_pmi_handler(v, FIXED_CTR + 1, 33, 4200000);	/* 2 ms now */
+	guest_pmi_handler(v, FIXED_CTR + 1, 33, 4200000); /* 2 ms now */
 	cr_expect_eq(fake.reads - r0, 1);
 	cr_expect_eq(fake.ioctls - i0, 1);
 	cr_expect_eq(e->period, 2000000);
@@ -323,7 +322,7 @@ Test(time, no_reload_no_second_pmi)
 	cr_expect_eq(test_rdmsr(v, STATUS) & B(33), 0);
 	cr_expect_eq(test_rdmsr(v, FIXED_CTR + 1), 2100000);
 	/* re-armed at the 48-bit wrap: (2^48 - 2100000) / 2.1 GHz from here */
-	cr_expect_gt(e->period, 100000000000000ull, "period %llu", (unsigned long long)e->period);
+	cr_expect_gt(e->period, 100000000000000ull, "period %llu", (unsigned long long) e->period);
 	vpmu_vcpu_free(v);
 }
 
@@ -339,7 +338,7 @@ Test(time, lost_sample_found_by_poll)
 	struct fake_event *e;
 	int fd;
 
-	arm_fixed1(v, 21000);		/* 10 us */
+	arm_fixed1(v, 21000); /* 10 us */
 	fd = fd_of(v, 33);
 	e = fake_ev(fd);
 	e->drop_samples = true;
@@ -417,7 +416,8 @@ ParameterizedTest(int *err, time, open_failure_unbacks_one_counter)
 	cr_expect_eq(fake_out.warnings, 1, "one warning, got %d: %s", fake_out.warnings,
 		     fake_out.last_warning);
 	cr_expect(strstr(fake_out.last_warning, "counter fixed1"), "%s", fake_out.last_warning);
-	cr_expect(strstr(fake_out.last_warning, strerrorname_np(*err)), "%s", fake_out.last_warning);
+	cr_expect(strstr(fake_out.last_warning, strerrorname_np(*err)), "%s",
+		  fake_out.last_warning);
 	cs = ctr_stats(v, 9, &st);
 	cr_expect(cs->flags & VPMU_CTR_UNBACKED);
 	cr_expect_eq(cs->error, -*err, "error %d", cs->error);
@@ -469,7 +469,7 @@ Test(time, other_events_unbacked)
 	struct vpmu_stats st;
 
 	test_wrmsr(v, EVTSEL, INST_RETIRED | USR | OS | EN);
-	test_wrmsr(v, EVTSEL + 1, CORE_CYCLES | B(24) | USR | OS | EN);	/* CMask 1 */
+	test_wrmsr(v, EVTSEL + 1, CORE_CYCLES | B(24) | USR | OS | EN); /* CMask 1 */
 	test_wrmsr(v, FIXED_CTRL, FX_OS(0));
 	test_wrmsr(v, GCTRL, B(0) | B(1) | B(32));
 	cr_assert_eq(vpmu_vcpu_sync(v), 0);
@@ -535,7 +535,7 @@ Test(time, disabled_counts_nothing)
 	fake_count(fd, 1000);
 	test_wrmsr(v, GCTRL, 0);
 	cr_assert_eq(vpmu_vcpu_sync(v), 0);
-	fake_count(fd, 1000);	/* the host event is disabled: nothing */
+	fake_count(fd, 1000); /* the host event is disabled: nothing */
 	cr_expect_eq(test_rdmsr(v, FIXED_CTR + 1), 2100);
 	/* USR alone counts the same CPU time: task-clock cannot split the guest's rings */
 	cr_expect(!fake_ev(fd)->attr.exclude_user && !fake_ev(fd)->attr.exclude_kernel);
@@ -548,7 +548,7 @@ static volatile sig_atomic_t signals;
 
 static void on_signal(int sig)
 {
-	(void)sig;
+	(void) sig;
 	signals++;
 }
 
@@ -557,7 +557,7 @@ static double thread_cpu_s(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
 }
 
 /* PMIs at one per ms of CPU time: within 5% (see below) and one partial period. */
@@ -577,7 +577,8 @@ static struct vpmu_vcpu *real_vcpu(void)
 	arm_fixed1(v, 2100000);
 	if (fd_of(v, 33) < 0) {
 		cr_expect(ctr_stats(v, 9, &st)->error < 0);
-		cr_expect(strstr(fake_out.last_warning, "perf_event_open failed"), "%s", fake_out.last_warning);
+		cr_expect(strstr(fake_out.last_warning, "perf_event_open failed"), "%s",
+			  fake_out.last_warning);
 		cr_skip_test("perf_event_open(task-clock) refused here: %s", fake_out.last_warning);
 	}
 	return v;
@@ -607,15 +608,19 @@ Test(time, real_task_clock_signals, .timeout = 20)
 			guest_pmi_handler(v, FIXED_CTR + 1, 33, 2100000);
 	}
 	t1 = thread_cpu_s();
-	cycles = (uint64_t)fake_out.pmis * 2100000 + ((test_rdmsr(v, FIXED_CTR + 1) + 2100000) & MASK48);
+	cycles = (uint64_t) fake_out.pmis * 2100000 +
+		 ((test_rdmsr(v, FIXED_CTR + 1) + 2100000) & MASK48);
 	expect = (t1 - t0) * 2.1e9;
 	cr_log_info("%.1f ms CPU: %llu cycles (expected %.0f), %d signals, %d PMIs\n",
-		    (t1 - t0) * 1e3, (unsigned long long)cycles, expect, (int)signals, fake_out.pmis);
+		    (t1 - t0) * 1e3, (unsigned long long) cycles, expect, (int) signals,
+		    fake_out.pmis);
 	cr_expect(cycles > expect * 0.95 && cycles < expect * 1.05, "cycles %llu, expected %.0f",
-		  (unsigned long long)cycles, expect);
+		  (unsigned long long) cycles, expect);
 	cr_expect_geq(signals, fake_out.pmis);
-	cr_expect(within(fake_out.pmis, (t1 - t0) * 1e3), "%d PMIs in %.1f ms of CPU time at 1 ms "
-		  "per PMI", fake_out.pmis, (t1 - t0) * 1e3);
+	cr_expect(within(fake_out.pmis, (t1 - t0) * 1e3),
+		  "%d PMIs in %.1f ms of CPU time at 1 ms "
+		  "per PMI",
+		  fake_out.pmis, (t1 - t0) * 1e3);
 	vpmu_vcpu_free(v);
 }
 

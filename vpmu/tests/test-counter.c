@@ -13,40 +13,40 @@
 #include "vpmu/vpmu.h"
 #include "facts.h"
 
-#define EVTSEL		0x186
-#define A_PMC		0x4c1
-#define PMC		0xc1
-#define FIXED_CTR	0x309
-#define FIXED_CTRL	0x38d
-#define STATUS		0x38e
-#define GCTRL		0x38f
-#define OVF_CTRL	0x390
-#define STATUS_SET	0x391
-#define DEBUGCTL	0x1d9
+#define EVTSEL	   0x186
+#define A_PMC	   0x4c1
+#define PMC	   0xc1
+#define FIXED_CTR  0x309
+#define FIXED_CTRL 0x38d
+#define STATUS	   0x38e
+#define GCTRL	   0x38f
+#define OVF_CTRL   0x390
+#define STATUS_SET 0x391
+#define DEBUGCTL   0x1d9
 
 /* IA32_PERFEVTSELx bits (§22.6.8.1) */
-#define USR		B(16)
-#define OS		B(17)
-#define EDGE		B(18)
-#define INT		B(20)
-#define EN		B(22)
-#define INV		B(23)
-#define CMASK(n)	((uint64_t)(n) << 24)
-#define INST_ANY_P	0x00c0	/* INST_RETIRED.ANY_P */
-#define BR_NEAR_CALL	0x02c4	/* BR_INST_RETIRED.NEAR_CALL */
-#define BR_COND_NTAKEN	0x10c4
-#define LLC_REF		0x4f2e	/* LONGEST_LAT_CACHE.REFERENCE */
-#define REF_XCLK	0x013c	/* CPU_CLK_THREAD_UNHALTED.REF_XCLK */
+#define USR	       B(16)
+#define OS	       B(17)
+#define EDGE	       B(18)
+#define INT	       B(20)
+#define EN	       B(22)
+#define INV	       B(23)
+#define CMASK(n)       ((uint64_t) (n) << 24)
+#define INST_ANY_P     0x00c0 /* INST_RETIRED.ANY_P */
+#define BR_NEAR_CALL   0x02c4 /* BR_INST_RETIRED.NEAR_CALL */
+#define BR_COND_NTAKEN 0x10c4
+#define LLC_REF	       0x4f2e /* LONGEST_LAT_CACHE.REFERENCE */
+#define REF_XCLK       0x013c /* CPU_CLK_THREAD_UNHALTED.REF_XCLK */
 
-#define CTR_FRZ		B(59)
-#define LBR_FRZ		B(58)
+#define CTR_FRZ B(59)
+#define LBR_FRZ B(58)
 
 static int pmis;
 
 static void on_pmi(void *data, struct vpmu_vcpu *vcpu)
 {
-	(void)vcpu;
-	(*(int *)data)++;
+	(void) vcpu;
+	(*(int *) data)++;
 }
 
 static struct vpmu_vcpu *vcpu_v(const char *model, int version)
@@ -78,7 +78,10 @@ static struct vpmu_vcpu *vcpu(const char *model)
 static void run(struct vpmu_vcpu *v, uint64_t n, unsigned int cpl)
 {
 	struct vpmu_exact_counts c = {
-		.instructions = n, .cycles = n, .ref_cycles = n, .cpl = cpl,
+		.instructions = n,
+		.cycles = n,
+		.ref_cycles = n,
+		.cpl = cpl,
 	};
 
 	cr_assert_eq(vpmu_exact_feed(v, &c), 0);
@@ -132,7 +135,7 @@ Test(count, would_overflow_predicts_the_feed)
 	wr(v, A_PMC + 0, top - 1000);
 	wr(v, EVTSEL + 0, INST_ANY_P | OS | INT | EN);
 	wr(v, A_PMC + 1, top - 3);
-	wr(v, EVTSEL + 1, 0xc4 | USR | INT | EN);	/* BR_INST_RETIRED.ALL_BRANCHES, ring 3 only */
+	wr(v, EVTSEL + 1, 0xc4 | USR | INT | EN); /* BR_INST_RETIRED.ALL_BRANCHES, ring 3 only */
 	wr(v, GCTRL, 3);
 	cr_assert_eq(vpmu_vcpu_sync(v), 0);
 	cr_expect(!vpmu_exact_would_overflow(v, &c));
@@ -175,7 +178,7 @@ Test(count, legacy_write_minus_n)
 {
 	struct vpmu_vcpu *v = vcpu("Skylake-Server");
 
-	wr(v, PMC, (uint32_t)-1000);
+	wr(v, PMC, (uint32_t) -1000);
 	cr_expect_eq(rd(v, PMC), 0xfffffffffc18ULL);
 	wr(v, EVTSEL, INST_ANY_P | USR | OS | INT | EN);
 	vpmu_vcpu_sync(v);
@@ -217,7 +220,7 @@ ParameterizedTest(unsigned int *fi, count, fixed_overflow_after_exactly_n)
 		struct vpmu_vcpu *v = vcpu(f->name);
 
 		wr(v, FIXED_CTR + i, B(f->width) - 500);
-		wr(v, FIXED_CTRL, 0xbULL << (4 * i));	/* OS, USR, PMI */
+		wr(v, FIXED_CTRL, 0xbULL << (4 * i)); /* OS, USR, PMI */
 		wr(v, GCTRL, B(32 + i));
 		vpmu_vcpu_sync(v);
 		run(v, 499, 3);
@@ -244,7 +247,7 @@ Test(count, local_and_global_enable)
 	struct vpmu_vcpu *v = vcpu("Skylake-Server");
 
 	wr(v, EVTSEL, INST_ANY_P | USR | OS | EN);
-	wr(v, FIXED_CTRL, 0x3);		/* fixed 0, both rings */
+	wr(v, FIXED_CTRL, 0x3); /* fixed 0, both rings */
 	wr(v, GCTRL, B(0) | B(32));
 	vpmu_vcpu_sync(v);
 	run(v, 100, 0);
@@ -283,7 +286,7 @@ Test(count, usr_os_filtering)
 	wr(v, EVTSEL + 0, INST_ANY_P | USR | EN);
 	wr(v, EVTSEL + 1, INST_ANY_P | OS | EN);
 	wr(v, EVTSEL + 2, INST_ANY_P | USR | OS | EN);
-	wr(v, FIXED_CTRL, 0x1 | 0x2 << 4);	/* fixed 0 ring 0, fixed 1 ring > 0 */
+	wr(v, FIXED_CTRL, 0x1 | 0x2 << 4); /* fixed 0 ring 0, fixed 1 ring > 0 */
 	wr(v, GCTRL, 0x7 | B(32) | B(33));
 	vpmu_vcpu_sync(v);
 	run(v, 10, 0);
@@ -301,15 +304,24 @@ Test(count, branch_kinds_and_memory)
 {
 	struct vpmu_vcpu *v = vcpu("Skylake-Server");
 	struct vpmu_exact_counts c = {
-		.instructions = 1000, .cycles = 1500, .branches = 300, .cond_branches = 200,
-		.cond_taken = 150, .near_calls = 20, .near_returns = 19, .near_taken = 210,
-		.far_branches = 2, .loads = 400, .stores = 100, .mem_insts = 450,
+		.instructions = 1000,
+		.cycles = 1500,
+		.branches = 300,
+		.cond_branches = 200,
+		.cond_taken = 150,
+		.near_calls = 20,
+		.near_returns = 19,
+		.near_taken = 210,
+		.far_branches = 2,
+		.loads = 400,
+		.stores = 100,
+		.mem_insts = 450,
 	};
 
 	wr(v, EVTSEL + 0, BR_NEAR_CALL | USR | OS | EN);
 	wr(v, EVTSEL + 1, BR_COND_NTAKEN | USR | OS | EN);
-	wr(v, EVTSEL + 2, 0x83d0 | USR | OS | EN);	/* MEM_INST_RETIRED.ANY */
-	wr(v, EVTSEL + 3, 0x40c4 | USR | OS | EN);	/* BR_INST_RETIRED.FAR_BRANCH */
+	wr(v, EVTSEL + 2, 0x83d0 | USR | OS | EN); /* MEM_INST_RETIRED.ANY */
+	wr(v, EVTSEL + 3, 0x40c4 | USR | OS | EN); /* BR_INST_RETIRED.FAR_BRANCH */
 	vpmu_vcpu_sync(v);
 	cr_assert_eq(vpmu_exact_feed(v, &c), 0);
 	cr_expect_eq(rd(v, PMC + 0), 20);
@@ -319,8 +331,8 @@ Test(count, branch_kinds_and_memory)
 	/* CMask/Inv on instructions: each instruction retires in its own cycle */
 	wr(v, EVTSEL + 0, INST_ANY_P | USR | OS | EN | CMASK(1));
 	wr(v, EVTSEL + 1, INST_ANY_P | USR | OS | EN | CMASK(2));
-	wr(v, EVTSEL + 2, INST_ANY_P | USR | OS | EN | CMASK(1) | INV);	/* stall cycles */
-	wr(v, EVTSEL + 3, INST_ANY_P | USR | OS | EN | CMASK(16) | INV);	/* all cycles */
+	wr(v, EVTSEL + 2, INST_ANY_P | USR | OS | EN | CMASK(1) | INV);	 /* stall cycles */
+	wr(v, EVTSEL + 3, INST_ANY_P | USR | OS | EN | CMASK(16) | INV); /* all cycles */
 	for (unsigned int i = 0; i < 4; i++)
 		wr(v, A_PMC + i, 0);
 	vpmu_vcpu_sync(v);
@@ -367,7 +379,8 @@ Test(count, unbacked_event)
 	cr_expect_eq(rd(v, PMC + 1), 0);
 	cr_expect_eq(rd(v, PMC + 2), 0);
 	cr_assert_eq(vpmu_stats_read(v, &st), 0);
-	cr_expect_eq(st.counters[1].flags, VPMU_CTR_IMPLEMENTED | VPMU_CTR_PROGRAMMED | VPMU_CTR_UNBACKED);
+	cr_expect_eq(st.counters[1].flags,
+		     VPMU_CTR_IMPLEMENTED | VPMU_CTR_PROGRAMMED | VPMU_CTR_UNBACKED);
 	cr_expect_eq(st.counters[1].error, -EOPNOTSUPP);
 	cr_expect_eq(st.counters[2].flags & VPMU_CTR_UNBACKED, VPMU_CTR_UNBACKED);
 	cr_expect_eq(st.counters[0].flags, VPMU_CTR_IMPLEMENTED, "never programmed");
@@ -397,7 +410,7 @@ Test(freeze, legacy_pmi_handler)
 {
 	struct vpmu_vcpu *v = vcpu_v("Skylake-Server", 3);
 
-	wr(v, DEBUGCTL, B(12) | B(11) | B(0));	/* freeze perfmon + LBRs, LBR on */
+	wr(v, DEBUGCTL, B(12) | B(11) | B(0)); /* freeze perfmon + LBRs, LBR on */
 	wr(v, A_PMC, B(48) - 100);
 	wr(v, EVTSEL, INST_ANY_P | USR | OS | INT | EN);
 	wr(v, FIXED_CTRL, 0x3);
@@ -571,7 +584,7 @@ Test(count, feed_needs_exact_backend)
 	cr_expect_eq(vpmu_exact_feed(v, &c), -EOPNOTSUPP);
 	cr_expect_eq(vpmu_exact_headroom(v), UINT64_MAX);
 	vpmu_vcpu_free(v);
-	cfg.backend = (enum vpmu_backend)42;
+	cfg.backend = (enum vpmu_backend) 42;
 	cr_expect_eq(vpmu_vcpu_new(&cfg, &v), -EINVAL);
 }
 
@@ -579,22 +592,22 @@ Test(lvt, decode)
 {
 	struct vpmu_lvt l;
 
-	vpmu_lvt_decode(0xfe, &l);		/* fixed, vector 0xfe */
+	vpmu_lvt_decode(0xfe, &l); /* fixed, vector 0xfe */
 	cr_expect_eq(l.action, VPMU_LVT_FIXED);
 	cr_expect_eq(l.vector, 0xfe);
 	cr_expect_eq(l.after, 0x100fe, "delivery sets the mask bit");
-	vpmu_lvt_decode(0x400, &l);		/* NMI */
+	vpmu_lvt_decode(0x400, &l); /* NMI */
 	cr_expect_eq(l.action, VPMU_LVT_NMI);
 	cr_expect_eq(l.after, 0x10400);
-	vpmu_lvt_decode(0x100fe, &l);		/* masked */
+	vpmu_lvt_decode(0x100fe, &l); /* masked */
 	cr_expect_eq(l.action, VPMU_LVT_DROP);
 	cr_expect_eq(l.after, 0x100fe);
 	vpmu_vcpu_free(NULL);
-	vpmu_lvt_decode(0x0f, &l);		/* illegal vector 15 */
+	vpmu_lvt_decode(0x0f, &l); /* illegal vector 15 */
 	cr_expect_eq(l.action, VPMU_LVT_DROP);
-	vpmu_lvt_decode(0x2fe, &l);		/* SMI */
+	vpmu_lvt_decode(0x2fe, &l); /* SMI */
 	cr_expect_eq(l.action, VPMU_LVT_DROP);
-	vpmu_lvt_decode(0x7fe, &l);		/* ExtINT */
+	vpmu_lvt_decode(0x7fe, &l); /* ExtINT */
 	cr_expect_eq(l.action, VPMU_LVT_DROP);
 }
 
@@ -625,7 +638,7 @@ Test(stats, figures)
 	cr_expect_eq(st.counters[0].config, INST_ANY_P | USR | OS | INT | EN);
 	cr_expect_eq(st.counters[0].overflows, 1);
 	cr_expect_eq(st.counters[0].flags, VPMU_CTR_IMPLEMENTED | VPMU_CTR_PROGRAMMED |
-					   VPMU_CTR_BACKED | VPMU_CTR_RUNNING);
+						   VPMU_CTR_BACKED | VPMU_CTR_RUNNING);
 	cr_expect_eq(st.counters[8].flags, VPMU_CTR_IMPLEMENTED);
 	cr_expect_eq(st.counters[11].flags, 0, "Skylake-Server has no fixed counter 3");
 	vpmu_vcpu_free(v);
@@ -646,18 +659,18 @@ static void *reader(void *arg)
 
 	while (!atomic_load(&done)) {
 		cr_assert_eq(vpmu_stats_read(v, &st), 0);
-		if (st.counters[0].count != st.counters[8].count ||
-		    st.counters[0].count < last || st.counters[0].count != 7 * (st.syncs - 1)) {
+		if (st.counters[0].count != st.counters[8].count || st.counters[0].count < last ||
+		    st.counters[0].count != 7 * (st.syncs - 1)) {
 			fprintf(stderr, "torn: gp0 %llu fixed0 %llu last %llu syncs %llu\n",
-				(unsigned long long)st.counters[0].count,
-				(unsigned long long)st.counters[8].count,
-				(unsigned long long)last, (unsigned long long)st.syncs);
-			return (void *)1;
+				(unsigned long long) st.counters[0].count,
+				(unsigned long long) st.counters[8].count,
+				(unsigned long long) last, (unsigned long long) st.syncs);
+			return (void *) 1;
 		}
 		last = st.counters[0].count;
 		reads++;
 	}
-	return reads ? NULL : (void *)2;
+	return reads ? NULL : (void *) 2;
 }
 
 Test(stats, concurrent_reader_sees_no_torn_values)
@@ -675,7 +688,7 @@ Test(stats, concurrent_reader_sees_no_torn_values)
 	cr_assert_eq(pthread_create(&t, NULL, reader, v), 0);
 	for (int i = 0; i < 200000; i++) {
 		run(v, 7, 0);
-		vpmu_vcpu_sync(v);	/* publishes */
+		vpmu_vcpu_sync(v); /* publishes */
 	}
 	atomic_store(&done, true);
 	cr_assert_eq(pthread_join(t, &res), 0);

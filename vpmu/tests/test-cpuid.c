@@ -116,7 +116,7 @@ ParameterizedTest(unsigned int *fi, cpuid, leaf_15)
 	/* TSC Hz = ECX × EBX ÷ EAX (§22.7.3); crystal per Table 22-95 */
 	cr_expect_eq(e.ecx, f->crystal_hz);
 	cr_assert_neq(e.eax, 0);
-	cr_expect_eq((uint64_t)e.ecx * e.ebx / e.eax, f->tsc_hz);
+	cr_expect_eq((uint64_t) e.ecx * e.ebx / e.eax, f->tsc_hz);
 	vpmu_vcpu_free(v);
 }
 
@@ -145,8 +145,10 @@ ParameterizedTest(unsigned int *fi, cpuid, leaf_23)
 	cr_expect_eq(e.ebx, LOW(f->nr_fixed));
 	e = leaf(v, 0x23, 4);
 	/* arch PEBS groups the CFG_C MSRs accept, bits 63:32 of it */
-	cr_expect_eq(e.ebx, f->arch_pebs ? (uint32_t)((B(35) | B(36) | B(37) | B(38) | B(49) |
-						      B(61) | B(62) | B(63)) >> 32) : 0);
+	cr_expect_eq(e.ebx, f->arch_pebs ? (uint32_t) ((B(35) | B(36) | B(37) | B(38) | B(49) |
+							B(61) | B(62) | B(63)) >>
+						       32)
+					 : 0);
 	e = leaf(v, 0x23, 5);
 	cr_expect_eq(e.eax, f->arch_pebs ? LOW(f->nr_gp) : 0);
 	cr_expect_eq(e.ecx, f->arch_pebs ? LOW(f->nr_fixed) : 0);
@@ -218,7 +220,9 @@ Test(cpuid, patch_table)
 	vpmu_vcpu_free(v);
 	/* a model without DS clears a VMM's stale DS bits */
 	v = new_vcpu("arch-pebs");
-	t[0] = (struct vpmu_cpuid_entry){ .function = 1, .ecx = (1u << 2) | (1u << 4), .edx = 1u << 21 };
+	t[0] = (struct vpmu_cpuid_entry){ .function = 1,
+					  .ecx = (1u << 2) | (1u << 4),
+					  .edx = 1u << 21 };
 	nr = 1;
 	cr_expect_eq(vpmu_cpuid_patch(v, t, &nr, 1), -ENOSPC);
 	cr_expect_eq(t[0].ecx, 1u << 15);

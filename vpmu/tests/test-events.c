@@ -132,8 +132,8 @@ Test(events, attribute_counts)
 	cr_assert_eq(count_flag(VPMU_EV_INV), 8);
 	cr_assert_eq(count_flag(VPMU_EV_ANY), 5);
 	cr_assert_eq(count_flag(VPMU_EV_EDGE), 5);
-	cr_assert_eq(count_aux(0x3f7), 37);	/* MSR_PEBS_FRONTEND */
-	cr_assert_eq(count_aux(0x3f6), 8);	/* MSR_PEBS_LD_LAT_THRESHOLD */
+	cr_assert_eq(count_aux(0x3f7), 37); /* MSR_PEBS_FRONTEND */
+	cr_assert_eq(count_aux(0x3f6), 8);  /* MSR_PEBS_LD_LAT_THRESHOLD */
 	cr_assert_eq(count_aux(0), 372 - 37 - 8);
 	cr_assert_eq(count_flag(VPMU_EV_PEBS), 137);
 	cr_assert_eq(count_flag(VPMU_EV_ARCH), 16);
@@ -158,10 +158,12 @@ Test(events, every_row_is_sane)
 		cr_assert(ev->desc && ev->desc[0], "%s: no description", ev->name);
 		/* A PEBS item without its bracket would be a parser bug. */
 		if (ev->flags & (VPMU_EV_PRECISE_IP | VPMU_EV_PRECISE | VPMU_EV_DLA |
-				 VPMU_EV_LATENCY) || ev->pdist_counter >= 0)
+				 VPMU_EV_LATENCY) ||
+		    ev->pdist_counter >= 0)
 			cr_assert(ev->flags & VPMU_EV_PEBS, "%s", ev->name);
 		cr_assert(ev->pdist_counter == -1 || ev->pdist_counter == 0 ||
-			  ev->pdist_counter == 32, "%s", ev->name);
+				  ev->pdist_counter == 32,
+			  "%s", ev->name);
 		if (ev->fixed_idx < 0) {
 			/* Counter= is always a subset of CounterHTOff= */
 			cr_assert_neq(ev->counters, 0, "%s", ev->name);
@@ -327,7 +329,9 @@ Test(events, row_desc_utf8)
 	/* "0–2 cycles", with U+2013 EN DASH kept as UTF-8 */
 	const char *d = must_find("DSB2MITE_SWITCHES.PENALTY_CYCLES")->desc;
 
-	cr_assert(strstr(d, "cost 0\xe2\x80\x93" "2 cycles."), "%s", d);
+	cr_assert(strstr(d, "cost 0\xe2\x80\x93"
+			    "2 cycles."),
+		  "%s", d);
 }
 
 Test(events, row_fp_arith_8_flops_as_given)
@@ -382,7 +386,7 @@ Test(events, encode_decode_round_trip)
 		cr_assert_eq(enc >> 32, 0, "%s", ev->name);
 		got = vpmu_event_decode(skx, enc);
 		cr_assert_not_null(got, "%s (%#llx) does not decode", ev->name,
-				   (unsigned long long)enc);
+				   (unsigned long long) enc);
 		cr_assert_eq(vpmu_event_encode(got), enc, "%s", ev->name);
 		cr_assert(got <= ev, "%s decodes to a later row", ev->name);
 		if (got == ev)
@@ -414,8 +418,8 @@ Test(events, encode_decode_round_trip)
 Test(events, decode_ignores_control_bits)
 {
 	/* USR(16) OS(17) PC(19) INT(20) EN(22) and bits 63:32 do not select */
-	uint64_t ctl = (1ull << 16) | (1ull << 17) | (1ull << 19) | (1ull << 20) |
-		       (1ull << 22) | (0xffffffffull << 32);
+	uint64_t ctl = (1ull << 16) | (1ull << 17) | (1ull << 19) | (1ull << 20) | (1ull << 22) |
+		       (0xffffffffull << 32);
 	const struct vpmu_event_desc *ev;
 
 	ev = vpmu_event_decode(skx, 0x02c4 | ctl);

@@ -18,24 +18,24 @@
 #include "facts.h"
 #include "filter.h"
 
-#define EVTSEL		0x186
-#define PMC		0xc1
-#define A_PMC		0x4c1
-#define FIXED_CTR	0x309
-#define FIXED_CTRL	0x38d
-#define GCTRL		0x38f
+#define EVTSEL	   0x186
+#define PMC	   0xc1
+#define A_PMC	   0x4c1
+#define FIXED_CTR  0x309
+#define FIXED_CTRL 0x38d
+#define GCTRL	   0x38f
 
-#define USR		B(16)
-#define OS		B(17)
-#define ANY		B(21)	/* AnyThread, SDM Vol. 3B §21.2.3 */
-#define EN		B(22)
+#define USR B(16)
+#define OS  B(17)
+#define ANY B(21) /* AnyThread, SDM Vol. 3B §21.2.3 */
+#define EN  B(22)
 
-#define INST_ANY_P	0x00c0	/* INST_RETIRED.ANY_P */
-#define BR_ALL		0x00c4	/* BR_INST_RETIRED.ALL_BRANCHES */
-#define OFFCORE_RSP_0	0x01b7	/* OFFCORE_RESPONSE_0 */
-#define OFFCORE_RSP_1	0x01bb	/* OFFCORE_RESPONSE_1 */
+#define INST_ANY_P    0x00c0 /* INST_RETIRED.ANY_P */
+#define BR_ALL	      0x00c4 /* BR_INST_RETIRED.ALL_BRANCHES */
+#define OFFCORE_RSP_0 0x01b7 /* OFFCORE_RESPONSE_0 */
+#define OFFCORE_RSP_1 0x01bb /* OFFCORE_RESPONSE_1 */
 
-#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 static struct vpmu_filter *parse_ok(const char *text)
 {
@@ -105,10 +105,10 @@ Test(filter_parse, max_entries)
 	static char text[300 * 32 + 64];
 	struct vpmu_filter *f = NULL;
 	char err[256] = "";
-	size_t n = (size_t)sprintf(text, "action allow\n");
+	size_t n = (size_t) sprintf(text, "action allow\n");
 
 	for (unsigned int i = 0; i < 300; i++)
-		n += (size_t)sprintf(text + n, "event %#x umask %#x\n", i & 0xff, i >> 8);
+		n += (size_t) sprintf(text + n, "event %#x umask %#x\n", i & 0xff, i >> 8);
 	f = parse_ok(text);
 	cr_expect(vpmu_filter_allows_gp(f, 0x00ff | EN), "entry 255 = 0xff/0x00");
 	cr_expect(vpmu_filter_allows_gp(f, 0x012b | EN), "entry 299 = 0x2b/0x01");
@@ -131,7 +131,8 @@ struct bad {
 
 static const struct bad bad[] = {
 	{ "", "no 'action allow' or 'action deny' line: a filter needs one" },
-	{ "# only\n\nevent 0xc0 umask 0\n", "no 'action allow' or 'action deny' line: a filter needs one" },
+	{ "# only\n\nevent 0xc0 umask 0\n",
+	  "no 'action allow' or 'action deny' line: a filter needs one" },
 	{ "action allow\naction deny\n", "line 2: second 'action' line (the first is line 1)" },
 	{ "action permit\n", "line 1: action: expected allow or deny, found 'permit'" },
 	{ "action\n", "line 1: action: expected allow or deny at the end of the line" },
@@ -146,20 +147,27 @@ static const struct bad bad[] = {
 	{ "action allow\nabcdefghijklmnopqrstuvwxyz0123456789\n",
 	  "line 2: unknown keyword 'abcdefghijklmnopqrstuvwxyz012345...': expected action, event, "
 	  "masked or fixed" },
-	{ "action allow\nevent 0xzz umask 0\n", "line 2: event: expected event select, found '0xzz'" },
+	{ "action allow\nevent 0xzz umask 0\n",
+	  "line 2: event: expected event select, found '0xzz'" },
 	{ "action allow\nevent 0x umask 0\n", "line 2: event: expected event select, found '0x'" },
 	{ "action allow\nevent -1 umask 0\n", "line 2: event: expected event select, found '-1'" },
 	{ "action allow\nevent\n", "line 2: event: expected event select at the end of the line" },
-	{ "action allow\nevent 0x1c0 umask 0\n", "line 2: event select '0x1c0' is out of range (at most 0xff)" },
+	{ "action allow\nevent 0x1c0 umask 0\n",
+	  "line 2: event select '0x1c0' is out of range (at most 0xff)" },
 	{ "action allow\nevent 0xffffffffffffffffffff umask 0\n",
 	  "line 2: event select '0xffffffffffffffffffff' is out of range (at most 0xff)" },
 	{ "action allow\nevent 0xc0\n", "line 2: event: expected 'umask' at the end of the line" },
 	{ "action allow\nevent 0xc0 mask 0\n", "line 2: event: expected 'umask', found 'mask'" },
-	{ "action allow\nevent 0xc0 umask\n", "line 2: event: expected umask at the end of the line" },
-	{ "action allow\nevent 0xc0 umask 256\n", "line 2: umask '256' is out of range (at most 0xff)" },
-	{ "action allow\nevent 0xc0 umask 0 exclude\n", "line 2: event: unexpected 'exclude' after the entry" },
-	{ "action deny\nmasked 0xc4 mask 0xff match 0\n", "line 2: masked: expected 'event', found '0xc4'" },
-	{ "action deny\nmasked event 0xc4 match 0\n", "line 2: masked: expected 'mask', found 'match'" },
+	{ "action allow\nevent 0xc0 umask\n",
+	  "line 2: event: expected umask at the end of the line" },
+	{ "action allow\nevent 0xc0 umask 256\n",
+	  "line 2: umask '256' is out of range (at most 0xff)" },
+	{ "action allow\nevent 0xc0 umask 0 exclude\n",
+	  "line 2: event: unexpected 'exclude' after the entry" },
+	{ "action deny\nmasked 0xc4 mask 0xff match 0\n",
+	  "line 2: masked: expected 'event', found '0xc4'" },
+	{ "action deny\nmasked event 0xc4 match 0\n",
+	  "line 2: masked: expected 'mask', found 'match'" },
 	{ "action deny\nmasked event 0xc4 mask 0xff\n",
 	  "line 2: masked: expected 'match' at the end of the line" },
 	{ "action deny\nmasked event 0xc4 mask 0x100 match 0\n",
@@ -189,7 +197,8 @@ static const struct bad bad[] = {
 	  "line" },
 	{ "action allow\nfixed all\n",
 	  "line 2: fixed: expected a fixed counter index list like 0,2 (or none), found 'all'" },
-	{ "action allow\nfixed 0 1\n", "line 2: fixed: unexpected '1' (separate indexes with commas)" },
+	{ "action allow\nfixed 0 1\n",
+	  "line 2: fixed: unexpected '1' (separate indexes with commas)" },
 	{ "action allow\nfixed none 1\n", "line 2: fixed: unexpected '1' after the entry" },
 	{ "action allow\nfixed 0\nfixed 1\n", "line 3: second 'fixed' line (the first is line 2)" },
 };
@@ -197,13 +206,14 @@ static const struct bad bad[] = {
 Test(filter_parse, bad_inputs_exact_message)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-		struct vpmu_filter *f = (struct vpmu_filter *)&bad[i];
+		struct vpmu_filter *f = (struct vpmu_filter *) &bad[i];
 		char err[256];
 
 		memset(err, 'X', sizeof(err));
-		cr_expect_eq(vpmu_filter_parse(bad[i].text, &f, err, sizeof(err)), -EINVAL, "%zu", i);
+		cr_expect_eq(vpmu_filter_parse(bad[i].text, &f, err, sizeof(err)), -EINVAL, "%zu",
+			     i);
 		cr_expect_str_eq(err, bad[i].err, "input %zu", i);
-		cr_expect_eq(f, (struct vpmu_filter *)&bad[i], "ret_filter untouched on failure");
+		cr_expect_eq(f, (struct vpmu_filter *) &bad[i], "ret_filter untouched on failure");
 		/* without an error buffer, and with one too small: still one NUL-terminated line */
 		cr_expect_eq(vpmu_filter_parse(bad[i].text, &f, NULL, 0), -EINVAL);
 		memset(err, 'X', sizeof(err));
@@ -232,7 +242,7 @@ static char *temp_file(const char *data, size_t len)
 	snprintf(path, sizeof(path), "/tmp/vpmu-test-filter-XXXXXX");
 	fd = mkstemp(path);
 	cr_assert(fd >= 0);
-	cr_assert_eq(write(fd, data, len), (ssize_t)len);
+	cr_assert_eq(write(fd, data, len), (ssize_t) len);
 	close(fd);
 	return path;
 }
@@ -288,23 +298,24 @@ Test(filter_load, too_large)
  * 0xc0/0x00 and 0xc4/0x20; MASKED includes 0xc4 with umask 0x2? (mask
  * 0xf0, match 0x20) except 0x24, and 0x3c with any umask (mask 0).
  */
-#define PLAIN	"event 0xc0 umask 0x00\nevent 0xc4 umask 0x20\n"
-#define MASKED	"masked event 0xc4 mask 0xf0 match 0x20\n" \
-		"masked event 0xc4 mask 0xff match 0x24 exclude\n" \
-		"masked event 0x3c mask 0x00 match 0x00\n"
+#define PLAIN "event 0xc0 umask 0x00\nevent 0xc4 umask 0x20\n"
+#define MASKED                                                                                     \
+	"masked event 0xc4 mask 0xf0 match 0x20\n"                                                 \
+	"masked event 0xc4 mask 0xff match 0x24 exclude\n"                                         \
+	"masked event 0x3c mask 0x00 match 0x00\n"
 
 static const struct {
 	uint64_t evtsel;
 	bool in_plain, in_masked;
 } members[] = {
 	{ 0x00c0, true, false },
-	{ 0x01c0, false, false },	/* same event select, other umask */
+	{ 0x01c0, false, false }, /* same event select, other umask */
 	{ 0x20c4, true, true },
-	{ 0x21c4, false, true },	/* masked: 0x21 & 0xf0 == 0x20 */
+	{ 0x21c4, false, true }, /* masked: 0x21 & 0xf0 == 0x20 */
 	{ 0x2fc4, false, true },
-	{ 0x24c4, false, false },	/* masked: include and exclude match: not in */
+	{ 0x24c4, false, false }, /* masked: include and exclude match: not in */
 	{ 0x10c4, false, false },
-	{ 0x003c, false, true },	/* mask 0: every umask */
+	{ 0x003c, false, true }, /* mask 0: every umask */
 	{ 0xff3c, false, true },
 	{ 0x00c5, false, false },
 	/* only event select and umask are compared: CMASK, INV, EDGE, INT are not */
@@ -315,8 +326,10 @@ static const struct {
 Test(filter_semantics, allow_deny_plain_masked)
 {
 	static const char *const texts[4] = {
-		"action allow\n" PLAIN, "action deny\n" PLAIN,
-		"action allow\n" MASKED, "action deny\n" MASKED,
+		"action allow\n" PLAIN,
+		"action deny\n" PLAIN,
+		"action allow\n" MASKED,
+		"action deny\n" MASKED,
 	};
 
 	for (unsigned int k = 0; k < 4; k++) {
@@ -329,7 +342,7 @@ Test(filter_semantics, allow_deny_plain_masked)
 
 			cr_expect_eq(vpmu_filter_allows_gp(f, sel), deny ? !in : in,
 				     "%s %s: evtsel %#llx", deny ? "deny" : "allow",
-				     masked ? "masked" : "plain", (unsigned long long)sel);
+				     masked ? "masked" : "plain", (unsigned long long) sel);
 		}
 		vpmu_filter_free(f);
 	}
@@ -344,17 +357,17 @@ Test(filter_semantics, fixed_bitmap)
 	for (unsigned int action = 0; action < 2; action++) {
 		for (unsigned int bitmap = 0; bitmap < 16; bitmap++) {
 			char text[128];
-			size_t n = (size_t)snprintf(text, sizeof(text), "action %s\n",
-						    action ? "deny" : "allow");
+			size_t n = (size_t) snprintf(text, sizeof(text), "action %s\n",
+						     action ? "deny" : "allow");
 			struct vpmu_filter *f;
 
 			if (bitmap) {
-				n += (size_t)snprintf(text + n, sizeof(text) - n, "fixed ");
+				n += (size_t) snprintf(text + n, sizeof(text) - n, "fixed ");
 				for (unsigned int i = 0; i < 4; i++)
 					if (bitmap & (1u << i))
-						n += (size_t)snprintf(text + n, sizeof(text) - n,
-								      "%u,", i);
-				text[n - 1] = '\n';	/* the last comma */
+						n += (size_t) snprintf(text + n, sizeof(text) - n,
+								       "%u,", i);
+				text[n - 1] = '\n'; /* the last comma */
 			}
 			f = parse_ok(text);
 			for (unsigned int i = 0; i < 4; i++) {
@@ -457,15 +470,18 @@ static struct vpmu_vcpu *filtered_vcpu(const char *model, const struct vpmu_filt
 static void run(struct vpmu_vcpu *v, uint64_t n, uint64_t branches)
 {
 	struct vpmu_exact_counts c = {
-		.instructions = n, .cycles = n, .ref_cycles = n, .branches = branches,
+		.instructions = n,
+		.cycles = n,
+		.ref_cycles = n,
+		.branches = branches,
 	};
 
 	cr_assert_eq(vpmu_exact_feed(v, &c), 0);
 }
 
-#define FLAGS_COUNTING	(VPMU_CTR_IMPLEMENTED | VPMU_CTR_PROGRAMMED | VPMU_CTR_BACKED | \
-			 VPMU_CTR_RUNNING)
-#define FLAGS_FILTERED	(VPMU_CTR_IMPLEMENTED | VPMU_CTR_PROGRAMMED | VPMU_CTR_FILTERED)
+#define FLAGS_COUNTING                                                                             \
+	(VPMU_CTR_IMPLEMENTED | VPMU_CTR_PROGRAMMED | VPMU_CTR_BACKED | VPMU_CTR_RUNNING)
+#define FLAGS_FILTERED (VPMU_CTR_IMPLEMENTED | VPMU_CTR_PROGRAMMED | VPMU_CTR_FILTERED)
 
 ParameterizedTestParameters(filter_vcpu, denied_stays_allowed_counts)
 {
@@ -490,7 +506,7 @@ ParameterizedTest(unsigned int *fi, filter_vcpu, denied_stays_allowed_counts)
 	test_wrmsr(v, FIXED_CTR + 1, 9000);
 	test_wrmsr(v, EVTSEL + 0, INST_ANY_P | USR | OS | EN);
 	test_wrmsr(v, EVTSEL + 1, BR_ALL | USR | OS | EN);
-	test_wrmsr(v, FIXED_CTRL, 0x33);	/* fixed 0 and 1, OS + USR */
+	test_wrmsr(v, FIXED_CTRL, 0x33); /* fixed 0 and 1, OS + USR */
 	test_wrmsr(v, GCTRL, B(0) | B(1) | B(32) | B(33));
 	cr_assert_eq(vpmu_vcpu_sync(v), 0);
 	run(v, 1000, 300);
@@ -572,8 +588,8 @@ Test(filter_vcpu, stats_json)
 	cr_assert_eq(vpmu_vcpu_sync(v), 0);
 	cr_assert_eq(vpmu_stats_read(v, &st), 0);
 	cr_assert_eq(vpmu_stats_to_json(&st, 0, buf, sizeof(buf), &len), 0);
-	cr_expect(strstr(buf, "{\"slot\":0,\"kind\":\"gp\",\"index\":0,\"config\":4391104,"),
-		  "%s", buf);
+	cr_expect(strstr(buf, "{\"slot\":0,\"kind\":\"gp\",\"index\":0,\"config\":4391104,"), "%s",
+		  buf);
 	cr_expect(strstr(buf, "\"creates\":0,\"updates\":0,\"flags\":[\"implemented\","
 			      "\"programmed\",\"filtered\"],\"state\":\"filtered\",\"error\":0}"),
 		  "%s", buf);
@@ -595,7 +611,7 @@ Test(filter_vcpu, shared_and_old_config_size)
 	cr_expect_eq(cfg.size, sizeof(cfg));
 	cr_expect_null(cfg.filter, "the default policy by default");
 	cfg.backend = VPMU_BACKEND_EXACT;
-	cfg.filter = f;		/* beyond the old size: must not be read */
+	cfg.filter = f; /* beyond the old size: must not be read */
 	cfg.size = offsetof(struct vpmu_config, filter);
 	cr_assert_eq(vpmu_vcpu_new(&cfg, &old), 0);
 	cfg.size = sizeof(cfg) + 8;

@@ -29,29 +29,29 @@
 #include "hostmap.h"
 
 /* enum perf_hw_id, spelled out so that a renumbering would show */
-#define HW_CPU_CYCLES		0
-#define HW_INSTRUCTIONS		1
-#define HW_CACHE_REFERENCES	2
-#define HW_CACHE_MISSES		3
-#define HW_BRANCH_INSTRUCTIONS	4
-#define HW_BRANCH_MISSES	5
-#define HW_BUS_CYCLES		6
-#define HW_REF_CPU_CYCLES	9
-#define TYPE_HARDWARE		0
-#define TYPE_RAW		4
+#define HW_CPU_CYCLES	       0
+#define HW_INSTRUCTIONS	       1
+#define HW_CACHE_REFERENCES    2
+#define HW_CACHE_MISSES	       3
+#define HW_BRANCH_INSTRUCTIONS 4
+#define HW_BRANCH_MISSES       5
+#define HW_BUS_CYCLES	       6
+#define HW_REF_CPU_CYCLES      9
+#define TYPE_HARDWARE	       0
+#define TYPE_RAW	       4
 
-#define UNBACKED		UINT64_MAX
+#define UNBACKED UINT64_MAX
 
 enum host_id {
-	H_SKX,		/* Skylake-SP: libpfm4 skx, vpmu model Skylake-Server */
-	H_ICX,		/* Ice Lake-SP: icx, Icelake-Server */
-	H_SPR,		/* Sapphire Rapids: spr, no vpmu model */
-	H_LNL,		/* Lunar Lake: unknown to libpfm4 4.13, model LunarLake */
-	H_ZEN3,		/* AMD Zen 3: amd64_fam19h_zen3 */
-	H_INTEL_NEW,	/* an Intel core neither libpfm4 nor vpmu knows */
-	H_SKX_NORAW,	/* Skylake-SP whose perf refuses PERF_TYPE_RAW */
-	H_SW,		/* no hardware PMU (a cloud VM) */
-	H_NONE,		/* no perf_event_open */
+	H_SKX,	     /* Skylake-SP: libpfm4 skx, vpmu model Skylake-Server */
+	H_ICX,	     /* Ice Lake-SP: icx, Icelake-Server */
+	H_SPR,	     /* Sapphire Rapids: spr, no vpmu model */
+	H_LNL,	     /* Lunar Lake: unknown to libpfm4 4.13, model LunarLake */
+	H_ZEN3,	     /* AMD Zen 3: amd64_fam19h_zen3 */
+	H_INTEL_NEW, /* an Intel core neither libpfm4 nor vpmu knows */
+	H_SKX_NORAW, /* Skylake-SP whose perf refuses PERF_TYPE_RAW */
+	H_SW,	     /* no hardware PMU (a cloud VM) */
+	H_NONE,	     /* no perf_event_open */
 	NR_HOSTS,
 };
 
@@ -109,14 +109,20 @@ TestSuite(hostmap, .init = setup);
 static struct vpmu_host_event gp(uint64_t config, uint64_t aux, bool usr, bool os)
 {
 	struct vpmu_host_event ev = {
-		.kind = HEV_GP, .usr = usr, .os = os, .config = config, .aux = aux,
+		.kind = HEV_GP,
+		.usr = usr,
+		.os = os,
+		.config = config,
+		.aux = aux,
 	};
 	return ev;
 }
 
 static struct vpmu_host_event fixed(unsigned int i, bool usr, bool os)
 {
-	struct vpmu_host_event ev = { .kind = HEV_FIXED, .fixed = (uint8_t)i, .usr = usr, .os = os };
+	struct vpmu_host_event ev = {
+		.kind = HEV_FIXED, .fixed = (uint8_t) i, .usr = usr, .os = os
+	};
 	return ev;
 }
 
@@ -134,13 +140,12 @@ static void expect_attr(const char *what, const struct vpmu_model *g, enum host_
 	cr_assert_eq(r, 0, "%s, guest %s on %s: %d (%s)", what, g->name, host_names[hid], r,
 		     why ? why : "no why");
 	cr_assert_not_null(why);
-	cr_expect_eq(a.type, type, "%s, %s on %s: type %u, want %u", what, g->name,
-		     host_names[hid], a.type, type);
+	cr_expect_eq(a.type, type, "%s, %s on %s: type %u, want %u", what, g->name, host_names[hid],
+		     a.type, type);
 	cr_expect_eq(a.config, config, "%s, %s on %s: config %#llx, want %#llx", what, g->name,
-		     host_names[hid], (unsigned long long)a.config, (unsigned long long)config);
-	cr_expect_eq(a.config1, config1, "%s, %s on %s: config1 %#llx, want %#llx", what,
-		     g->name, host_names[hid], (unsigned long long)a.config1,
-		     (unsigned long long)config1);
+		     host_names[hid], (unsigned long long) a.config, (unsigned long long) config);
+	cr_expect_eq(a.config1, config1, "%s, %s on %s: config1 %#llx, want %#llx", what, g->name,
+		     host_names[hid], (unsigned long long) a.config1, (unsigned long long) config1);
 	cr_expect_eq(a.config2, 0);
 	cr_expect_eq(a.size, sizeof(a));
 	cr_expect_eq(a.exclude_user, !ev.usr, "%s: exclude_user", what);
@@ -173,7 +178,7 @@ static void expect_unbacked(const char *what, const struct vpmu_model *g, enum h
 	before = a;
 	r = hostmap_attr(g, &h, &ev, &a, &why);
 	cr_assert_eq(r, -ENOENT, "%s, guest %s on %s: %d, want -ENOENT (type %u config %#llx)",
-		     what, g->name, host_names[hid], r, a.type, (unsigned long long)a.config);
+		     what, g->name, host_names[hid], r, a.type, (unsigned long long) a.config);
 	cr_assert(!memcmp(&a, &before, sizeof(a)), "%s: attr written on failure", what);
 	cr_assert_not_null(why, "%s: no why", what);
 	cr_assert(strstr(why, why_has), "%s, %s on %s: why \"%s\", want \"%s\"", what, g->name,
@@ -276,7 +281,7 @@ Test(hostmap, architectural_events_every_pair)
 
 			snprintf(what, sizeof(what), "arch %u %s", j, arch[j].name);
 			if (j >= g->arch_events_len)
-				continue;	/* not architectural for this guest: below */
+				continue; /* not architectural for this guest: below */
 			if (pairs[p].mode == NONE)
 				expect_unbacked(what, g, hid, ev, unbacked_why(hid, ""));
 			else if (pairs[p].mode == IDENT)
@@ -343,8 +348,8 @@ Test(hostmap, fixed_counters_every_pair)
  */
 static const struct {
 	const char *name;
-	uint64_t sel, aux;	/* the guest's event select and extra MSR */
-	uint64_t icx, icx1;	/* icx config, config1; UNBACKED */
+	uint64_t sel, aux;  /* the guest's event select and extra MSR */
+	uint64_t icx, icx1; /* icx config, config1; UNBACKED */
 	uint64_t spr, spr1;
 } skx_events[] = {
 	{ "UOPS_ISSUED.ANY", 0x010e, 0, 0x010e, 0, 0x01ae, 0 },
@@ -364,13 +369,12 @@ static const struct {
 	{ "L2_RQSTS.DEMAND_DATA_RD_MISS", 0x2124, 0, 0x2124, 0, 0x2124, 0 },
 	/* offcore requests: Sapphire Rapids moved them to 21H */
 	{ "OFFCORE_REQUESTS.DEMAND_DATA_RD", 0x01b0, 0, 0x01b0, 0, 0x0121, 0 },
-	{ "OFFCORE_REQUESTS_OUTSTANDING.CYCLES_WITH_DEMAND_DATA_RD", 0x01000160, 0,
-	  0x01000160, 0, UNBACKED, 0 },
+	{ "OFFCORE_REQUESTS_OUTSTANDING.CYCLES_WITH_DEMAND_DATA_RD", 0x01000160, 0, 0x01000160, 0,
+	  UNBACKED, 0 },
 	{ "ICACHE_64B.IFTAG_MISS", 0x0283, 0, 0x0283, 0, UNBACKED, 0 },
 	/* MSR_PEBS_FRONTEND: the catalogue row with that value names it */
 	{ "FRONTEND_RETIRED.DSB_MISS", 0x01c6, 0x11, 0x01c6, 0x11, 0x01c6, 0x11 },
-	{ "FRONTEND_RETIRED.LATENCY_GE_16", 0x01c6, 0x401006, 0x01c6, 0x501006, 0x01c6,
-	  0x601006 },
+	{ "FRONTEND_RETIRED.LATENCY_GE_16", 0x01c6, 0x401006, 0x01c6, 0x501006, 0x01c6, 0x601006 },
 	/* cmask 16, inv: libpfm4 4.13 has neither name nor base umask name */
 	{ "UOPS_RETIRED.TOTAL_CYCLES", 0x108002c2, 0, UNBACKED, 0, UNBACKED, 0 },
 	/* MSR_PEBS_LD_LAT_THRESHOLD 4 */
@@ -549,7 +553,7 @@ static int open_one(uint32_t type, uint64_t config)
 	fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
 	if (fd < 0)
 		return -errno;
-	close((int)fd);
+	close((int) fd);
 	return 0;
 }
 

@@ -10,12 +10,12 @@
 
 #include "facts.h"
 
-#define LBR_TOS		0x1c9
-#define LBR_SELECT	0x1c8
-#define FROM(i)		(0x680 + (i))
-#define TO(i)		(0x6c0 + (i))
-#define INFO(i)		(0xdc0 + (i))
-#define DEBUGCTL	0x1d9
+#define LBR_TOS	   0x1c9
+#define LBR_SELECT 0x1c8
+#define FROM(i)	   (0x680 + (i))
+#define TO(i)	   (0x6c0 + (i))
+#define INFO(i)	   (0xdc0 + (i))
+#define DEBUGCTL   0x1d9
 
 static struct vpmu_vcpu *lbr_vcpu(int version)
 {
@@ -64,15 +64,15 @@ Test(lbr, select_filters)
 		enum vpmu_branch_kind kind;
 		unsigned int cpl;
 	} cases[] = {
-		{ 0, VPMU_BR_JMP, 0 },		/* CPL_EQ_0 */
-		{ 1, VPMU_BR_JMP, 3 },		/* CPL_NEQ_0 */
-		{ 2, VPMU_BR_COND, 3 },		/* JCC */
-		{ 3, VPMU_BR_CALL, 3 },		/* NEAR_REL_CALL */
-		{ 4, VPMU_BR_CALL_IND, 3 },	/* NEAR_IND_CALL */
-		{ 5, VPMU_BR_RET, 3 },		/* NEAR_RET */
-		{ 6, VPMU_BR_JMP_IND, 3 },	/* NEAR_IND_JMP */
-		{ 7, VPMU_BR_JMP, 3 },		/* NEAR_REL_JMP */
-		{ 8, VPMU_BR_FAR, 3 },		/* FAR_BRANCH */
+		{ 0, VPMU_BR_JMP, 0 },	    /* CPL_EQ_0 */
+		{ 1, VPMU_BR_JMP, 3 },	    /* CPL_NEQ_0 */
+		{ 2, VPMU_BR_COND, 3 },	    /* JCC */
+		{ 3, VPMU_BR_CALL, 3 },	    /* NEAR_REL_CALL */
+		{ 4, VPMU_BR_CALL_IND, 3 }, /* NEAR_IND_CALL */
+		{ 5, VPMU_BR_RET, 3 },	    /* NEAR_RET */
+		{ 6, VPMU_BR_JMP_IND, 3 },  /* NEAR_IND_JMP */
+		{ 7, VPMU_BR_JMP, 3 },	    /* NEAR_REL_JMP */
+		{ 8, VPMU_BR_FAR, 3 },	    /* FAR_BRANCH */
 	};
 
 	for (unsigned int i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -117,19 +117,21 @@ Test(lbr, freeze_on_pmi)
 
 		test_wrmsr(v, DEBUGCTL, B(0) | B(11));
 		test_wrmsr(v, 0x4c1, B(48) - 1);
-		test_wrmsr(v, 0x186, 0x5300c0);		/* INST_RETIRED.ANY_P, INT */
+		test_wrmsr(v, 0x186, 0x5300c0); /* INST_RETIRED.ANY_P, INT */
 		vpmu_vcpu_sync(v);
 		vpmu_lbr_branch(v, 0x10, 0x20, VPMU_BR_JMP, 3, 1);
 		cr_assert_eq(vpmu_exact_feed(v, &c), 0);
 		cr_expect_not(vpmu_lbr_active(v), "v%d: frozen after the PMI", version);
 		vpmu_lbr_branch(v, 0x30, 0x40, VPMU_BR_JMP, 3, 1);
-		cr_expect_eq(test_rdmsr(v, LBR_TOS), 1, "v%d: nothing recorded while frozen", version);
+		cr_expect_eq(test_rdmsr(v, LBR_TOS), 1, "v%d: nothing recorded while frozen",
+			     version);
 		if (version >= 4) {
 			cr_expect_eq(test_rdmsr(v, 0x38e) & B(58), B(58), "LBR_Frz");
 			cr_expect_eq(test_rdmsr(v, DEBUGCTL), B(0) | B(11), "DEBUGCTL unchanged");
 			test_wrmsr(v, 0x390, B(58) | B(0));
 		} else {
-			cr_expect_eq(test_rdmsr(v, DEBUGCTL), B(11), "legacy: DEBUGCTL.LBR cleared");
+			cr_expect_eq(test_rdmsr(v, DEBUGCTL), B(11),
+				     "legacy: DEBUGCTL.LBR cleared");
 			test_wrmsr(v, DEBUGCTL, B(0) | B(11));
 		}
 		cr_expect(vpmu_lbr_active(v), "v%d: thawed by the handler", version);

@@ -12,19 +12,19 @@
 #include "facts.h"
 
 enum kind {
-	RW,		/* plain register: writable bits, the rest #GP */
-	RO,		/* read-only: every write #GP */
-	W1C,		/* GLOBAL_OVF_CTRL: clears GLOBAL_STATUS bits, reads 0 */
-	W1S,		/* GLOBAL_STATUS_SET: sets GLOBAL_STATUS bits, reads 0 */
-	PMC,		/* legacy counter write: 31:0 sign-extended, EDX ignored */
-	CANON,		/* linear address: must be canonical */
+	RW,    /* plain register: writable bits, the rest #GP */
+	RO,    /* read-only: every write #GP */
+	W1C,   /* GLOBAL_OVF_CTRL: clears GLOBAL_STATUS bits, reads 0 */
+	W1S,   /* GLOBAL_STATUS_SET: sets GLOBAL_STATUS bits, reads 0 */
+	PMC,   /* legacy counter write: 31:0 sign-extended, EDX ignored */
+	CANON, /* linear address: must be canonical */
 };
 
 struct exp_msr {
 	uint32_t msr;
 	enum kind kind;
 	uint64_t reset;
-	uint64_t valid;		/* RW/W1C/W1S: writable bits; CANON: width */
+	uint64_t valid; /* RW/W1C/W1S: writable bits; CANON: width */
 };
 
 struct exp_table {
@@ -56,9 +56,9 @@ static void expected(const struct model_facts *f, struct exp_table *t)
 	/* IA32_PERFEVTSELx 0x186+x: 31:0 minus AnyThread (21, refused) */
 	evtsel = 0xffffffffULL & ~B(21);
 	if (f->adaptive)
-		evtsel |= B(34);			/* Adaptive_Record, §22.9.2.1 */
+		evtsel |= B(34); /* Adaptive_Record, §22.9.2.1 */
 	if (f->v6_bits)
-		evtsel |= B(36) | (0xffULL << 40);	/* EQ, UMASK2 */
+		evtsel |= B(36) | (0xffULL << 40); /* EQ, UMASK2 */
 	for (unsigned int i = 0; i < f->nr_gp; i++)
 		add(t, 0x186 + i, RW, 0, evtsel);
 	/* MSR_OFFCORE_RSP_0/1; bit 63 only on RSP_0 (§22.5.5.4) */
@@ -66,7 +66,7 @@ static void expected(const struct model_facts *f, struct exp_table *t)
 	add(t, 0x1a7, RW, 0, f->offcore_valid & ~B(63));
 	if (lbr) {
 		add(t, 0x1c8, RW, 0, 0x3ff);		/* LBR_SELECT 9:0 */
-		add(t, 0x1c9, RW, 0, f->lbr_depth - 1);	/* TOS */
+		add(t, 0x1c9, RW, 0, f->lbr_depth - 1); /* TOS */
 	}
 	/* IA32_DEBUGCTL (Fig 20-3): BTF; LBR; freeze bits (v2+); SMM freeze */
 	debugctl = B(1) | B(12);
@@ -79,7 +79,7 @@ static void expected(const struct model_facts *f, struct exp_table *t)
 	for (unsigned int i = 0; i < f->nr_fixed; i++)
 		add(t, 0x309 + i, RW, 0, wmask);
 	if (f->metrics)
-		add(t, 0x329, RW, 0, ~0ULL);		/* PERF_METRICS */
+		add(t, 0x329, RW, 0, ~0ULL); /* PERF_METRICS */
 	add(t, 0x345, RO, f->perf_caps, 0);
 	/* FIXED_CTR_CTRL: OS, USR, PMI per nibble; AnyThread refused */
 	for (unsigned int i = 0; i < f->nr_fixed; i++) {
@@ -88,25 +88,25 @@ static void expected(const struct model_facts *f, struct exp_table *t)
 			fixed_ctrl |= B(32 + 4 * i);
 	}
 	add(t, 0x38d, RW, 0, fixed_ctrl);
-	add(t, 0x38e, RO, 0, 0);			/* GLOBAL_STATUS */
+	add(t, 0x38e, RO, 0, 0); /* GLOBAL_STATUS */
 	/* GLOBAL_CTRL: GP enables set at RESET (SDM §21.2.2) */
 	add(t, 0x38f, RW, gp, gp | fx << 32 | (f->metrics ? B(48) : 0));
-	status = gp | fx << 32 | B(63) | B(59);		/* CondChgd, CTR_Frz (v4+) */
+	status = gp | fx << 32 | B(63) | B(59); /* CondChgd, CTR_Frz (v4+) */
 	if (f->metrics)
 		status |= B(48);
 	if (lbr)
-		status |= B(58);			/* LBR_Frz */
+		status |= B(58); /* LBR_Frz */
 	if (f->legacy_pebs || f->arch_pebs)
-		status |= B(62);			/* OvfBuffer */
+		status |= B(62); /* OvfBuffer */
 	add(t, 0x390, W1C, 0, status);
 	add(t, 0x391, W1S, 0, status);
-	add(t, 0x392, RO, 0, 0);			/* GLOBAL_INUSE */
+	add(t, 0x392, RO, 0, 0); /* GLOBAL_INUSE */
 	if (f->legacy_pebs) {
 		/* Baseline: GP and fixed; fmt 3: GP and load-latency 32+i */
 		add(t, 0x3f1, RW, 0, f->adaptive ? gp | fx << 32 : gp | gp << 32);
 	}
 	if (f->adaptive) {
-		uint64_t cfg = 0x7;			/* MemInfo, GPRs, XMMs */
+		uint64_t cfg = 0x7; /* MemInfo, GPRs, XMMs */
 
 		if (lbr)
 			cfg |= B(3) | 0xffULL << 24;
@@ -118,7 +118,7 @@ static void expected(const struct model_facts *f, struct exp_table *t)
 		add(t, 0x3f4, RW, 0, (LOW(f->phys_bits) & ~0xfffULL) | 0xf);
 		add(t, 0x3f5, RW, 0, (LOW(27) & ~0xfULL) | B(31) | B(32) | (LOW(59) & ~LOW(36)));
 	}
-	add(t, 0x3f6, RW, 0, 0xffff);			/* LD_LAT_THRESHOLD */
+	add(t, 0x3f6, RW, 0, 0xffff); /* LD_LAT_THRESHOLD */
 	add(t, 0x3f7, RW, 0, f->frontend_valid);
 	/* IA32_A_PMCx 0x4c1+x: needs FW_WRITE (PERF_CAPABILITIES[13]) */
 	if (f->perf_caps & B(13))
@@ -134,8 +134,8 @@ static void expected(const struct model_facts *f, struct exp_table *t)
 	for (unsigned int i = 0; i < f->lbr_depth; i++)
 		add(t, 0xdc0 + i, RW, 0, 0xffff | B(61) | B(62) | B(63));
 	if (f->arch_pebs) {
-		uint64_t cfg_c = 0xffffffffULL | B(35) | B(36) | B(37) | B(38) | B(49) |
-				 B(61) | B(62) | B(63);
+		uint64_t cfg_c = 0xffffffffULL | B(35) | B(36) | B(37) | B(38) | B(49) | B(61) |
+				 B(62) | B(63);
 
 		for (unsigned int i = 0; i < f->nr_gp; i++)
 			add(t, 0x1903 + 4 * i, RW, 0, cfg_c);
@@ -171,7 +171,8 @@ Test(msr, list_matches_table)
 		expected(&facts[f], &t);
 		cr_assert_leq(n, 512);
 		for (size_t i = 0; i < n; i++) {
-			cr_expect(find(&t, list[i]), "%s: MSR %#x implemented but not in the test table",
+			cr_expect(find(&t, list[i]),
+				  "%s: MSR %#x implemented but not in the test table",
 				  facts[f].name, list[i]);
 			if (i)
 				cr_expect_gt(list[i], list[i - 1], "list not ascending");
@@ -181,8 +182,8 @@ Test(msr, list_matches_table)
 
 			for (size_t j = 0; j < n; j++)
 				found |= list[j] == t.m[i].msr;
-			cr_expect(found, "%s: MSR %#x expected but not implemented",
-				  facts[f].name, t.m[i].msr);
+			cr_expect(found, "%s: MSR %#x expected but not implemented", facts[f].name,
+				  t.m[i].msr);
 		}
 		cr_expect_eq(n, t.n, "%s: %zu MSRs, expected %u", facts[f].name, n, t.n);
 		/* n = 0 asks for the count only */
@@ -199,10 +200,10 @@ Test(msr, reset_values)
 
 		expected(&facts[f], &t);
 		for (unsigned int i = 0; i < t.n; i++)
-			cr_expect_eq(rd(v, t.m[i].msr), t.m[i].reset, "%s: MSR %#x reset %#llx, want %#llx",
-				     facts[f].name, t.m[i].msr,
-				     (unsigned long long)rd(v, t.m[i].msr),
-				     (unsigned long long)t.m[i].reset);
+			cr_expect_eq(rd(v, t.m[i].msr), t.m[i].reset,
+				     "%s: MSR %#x reset %#llx, want %#llx", facts[f].name,
+				     t.m[i].msr, (unsigned long long) rd(v, t.m[i].msr),
+				     (unsigned long long) t.m[i].reset);
 		vpmu_vcpu_free(v);
 	}
 }
@@ -211,21 +212,26 @@ Test(msr, reset_values)
  * One write of a single bit, checked against what the SDM says that MSR
  * does with it. Returns 1 if the bit is reserved (a #GP case), else 0.
  */
-static int check_bit(struct vpmu_vcpu *v, const char *model, const struct exp_msr *e, unsigned int b)
+static int check_bit(struct vpmu_vcpu *v, const char *model, const struct exp_msr *e,
+		     unsigned int b)
 {
 	uint64_t bit = B(b), before = rd(v, e->msr), status_before;
 	int r;
 
 	switch (e->kind) {
 	case RO:
-		cr_expect_eq(vpmu_msr_write(v, e->msr, bit), -EINVAL, "%s %#x bit %u: RO write", model,
-			     e->msr, b);
-		cr_expect_eq(rd(v, e->msr), before, "%s %#x changed by a refused write", model, e->msr);
+		cr_expect_eq(vpmu_msr_write(v, e->msr, bit), -EINVAL, "%s %#x bit %u: RO write",
+			     model, e->msr, b);
+		cr_expect_eq(rd(v, e->msr), before, "%s %#x changed by a refused write", model,
+			     e->msr);
 		return 1;
 	case PMC:
 		cr_expect_eq(vpmu_msr_write(v, e->msr, bit), 0, "%s %#x bit %u", model, e->msr, b);
 		/* bit 31 sign-extends to the width; bits 63:32 are dropped */
-		cr_expect_eq(rd(v, e->msr), b < 31 ? bit : b == 31 ? e->valid & ~LOW(31) : 0,
+		cr_expect_eq(rd(v, e->msr),
+			     b < 31    ? bit
+			     : b == 31 ? e->valid & ~LOW(31)
+				       : 0,
 			     "%s %#x legacy write of bit %u", model, e->msr, b);
 		return 0;
 	case CANON:
@@ -249,16 +255,18 @@ static int check_bit(struct vpmu_vcpu *v, const char *model, const struct exp_ms
 			return 1;
 		}
 		cr_expect_eq(r, 0, "%s %#x bit %u", model, e->msr, b);
-		cr_expect_eq(rd(v, 0x38e), e->kind == W1S ? status_before | bit : status_before & ~bit,
+		cr_expect_eq(rd(v, 0x38e),
+			     e->kind == W1S ? status_before | bit : status_before & ~bit,
 			     "%s %#x bit %u on GLOBAL_STATUS", model, e->msr, b);
 		cr_expect_eq(rd(v, e->msr), 0, "%s %#x reads 0", model, e->msr);
 		return 0;
 	case RW:
 		r = vpmu_msr_write(v, e->msr, bit);
 		if (!(e->valid & bit)) {
-			cr_expect_eq(r, -EINVAL, "%s %#x reserved bit %u accepted", model, e->msr, b);
-			cr_expect_eq(rd(v, e->msr), before, "%s %#x changed by a refused write", model,
-				     e->msr);
+			cr_expect_eq(r, -EINVAL, "%s %#x reserved bit %u accepted", model, e->msr,
+				     b);
+			cr_expect_eq(rd(v, e->msr), before, "%s %#x changed by a refused write",
+				     model, e->msr);
 			return 1;
 		}
 		cr_expect_eq(r, 0, "%s %#x writable bit %u refused", model, e->msr, b);
@@ -295,17 +303,21 @@ Test(msr, every_bit_of_every_msr)
 				struct vpmu_vcpu *v = new_vcpu(facts[f].name);
 
 				cr_expect_eq(vpmu_msr_write(v, e->msr, e->valid), 0);
-				cr_expect_eq(rd(v, e->msr), e->valid, "%s %#x full mask", facts[f].name,
-					     e->msr);
+				cr_expect_eq(rd(v, e->msr), e->valid, "%s %#x full mask",
+					     facts[f].name, e->msr);
 				vpmu_vcpu_free(v);
 			}
 		}
-		fprintf(stderr, "msr: %-15s %3u MSRs, %5lu reserved-bit #GP cases, %5lu writable-bit cases\n",
+		fprintf(stderr,
+			"msr: %-15s %3u MSRs, %5lu reserved-bit #GP cases, %5lu writable-bit "
+			"cases\n",
 			facts[f].name, t.n, reserved, writable);
 		total_reserved += reserved;
 		total_writable += writable;
 	}
-	fprintf(stderr, "msr: checked %lu (MSR, bit, model) reserved-bit cases and %lu writable-bit cases\n",
+	fprintf(stderr,
+		"msr: checked %lu (MSR, bit, model) reserved-bit cases and %lu writable-bit "
+		"cases\n",
 		total_reserved, total_writable);
 	cr_assert_gt(total_reserved, 0);
 }

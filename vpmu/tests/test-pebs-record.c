@@ -13,9 +13,9 @@
 #include "pebs-record.h"
 #include "pebs-values.h"
 
-#define B(n)		(1ULL << (n))
-#define CANARY		0xcc
-#define BUF_SIZE	4096
+#define B(n)	 (1ULL << (n))
+#define CANARY	 0xcc
+#define BUF_SIZE 4096
 
 static uint8_t buf[BUF_SIZE];
 
@@ -24,13 +24,13 @@ static uint64_t rd64(const uint8_t *p, size_t off)
 	uint64_t v = 0;
 
 	for (unsigned int i = 0; i < 8; i++)
-		v |= (uint64_t)p[off + i] << (8 * i);
+		v |= (uint64_t) p[off + i] << (8 * i);
 	return v;
 }
 
 static uint32_t rd32(const uint8_t *p, size_t off)
 {
-	return (uint32_t)rd64(p, off);
+	return (uint32_t) rd64(p, off);
 }
 
 /* Every byte from off on is still the canary. */
@@ -78,7 +78,7 @@ static struct pebs_sample sample(bool long_mode)
 		s.gpr[r] = ((0xfe00ULL + r) << 48) | (0x00a50000ULL + 0x11 * (r + 1));
 	for (unsigned int n = 0; n < 16; n++)
 		for (unsigned int b = 0; b < 16; b++)
-			s.xmm[n][b] = (uint8_t)(((n << 4) | b) ^ 0x5a);
+			s.xmm[n][b] = (uint8_t) (((n << 4) | b) ^ 0x5a);
 	return s;
 }
 
@@ -97,12 +97,12 @@ static void init_values(void)
  */
 static const enum pebs_gpr adaptive_order[16] = {
 	PEBS_RAX, PEBS_RCX, PEBS_RDX, PEBS_RBX, PEBS_RSP, PEBS_RBP, PEBS_RSI, PEBS_RDI,
-	PEBS_R8, PEBS_R9, PEBS_R10, PEBS_R11, PEBS_R12, PEBS_R13, PEBS_R14, PEBS_R15,
+	PEBS_R8,  PEBS_R9,  PEBS_R10, PEBS_R11, PEBS_R12, PEBS_R13, PEBS_R14, PEBS_R15,
 };
 /* The legacy order (seed 004 Fig 20-10): RAX RBX RCX RDX RSI RDI RBP RSP R8..R15. */
 static const enum pebs_gpr legacy_order[16] = {
 	PEBS_RAX, PEBS_RBX, PEBS_RCX, PEBS_RDX, PEBS_RSI, PEBS_RDI, PEBS_RBP, PEBS_RSP,
-	PEBS_R8, PEBS_R9, PEBS_R10, PEBS_R11, PEBS_R12, PEBS_R13, PEBS_R14, PEBS_R15,
+	PEBS_R8,  PEBS_R9,  PEBS_R10, PEBS_R11, PEBS_R12, PEBS_R13, PEBS_R14, PEBS_R15,
 };
 
 static uint64_t want_gpr(const struct pebs_sample *s, enum pebs_gpr r)
@@ -180,8 +180,8 @@ static size_t expect_cntr_group(const uint8_t *p, size_t off, uint32_t pmc, uint
 		cr_expect_eq(rd64(p, v), c ? c->metrics : 0, "PERF_METRICS at %#zx", v);
 		v += 8;
 	}
-	cr_expect_eq(v - off, 16 + 8 * (size_t)popcount64(((uint64_t)pmc << 32 | fixed)) +
-			      8 * (size_t)popcount64(metrics));
+	cr_expect_eq(v - off, 16 + 8 * (size_t) popcount64(((uint64_t) pmc << 32 | fixed)) +
+				      8 * (size_t) popcount64(metrics));
 	return v - off;
 }
 
@@ -190,7 +190,7 @@ struct adaptive_want {
 	uint64_t data_cfg;
 	bool timed;
 	uint64_t applicable;
-	unsigned int nr_lbr;	/* entries available */
+	unsigned int nr_lbr; /* entries available */
 	const struct pebs_counters *c;
 	/* counters group expectation (fmt 6) */
 	bool cntr;
@@ -206,27 +206,27 @@ static size_t expect_adaptive(const uint8_t *p, size_t got, const struct adaptiv
 			      const struct pebs_sample *s)
 {
 	uint64_t dc = w->data_cfg;
-	unsigned int n_lbr = (dc & B(3)) ? (unsigned int)((dc >> 24) & 0xff) + 1 : 0;
+	unsigned int n_lbr = (dc & B(3)) ? (unsigned int) ((dc >> 24) & 0xff) + 1 : 0;
 	size_t size = 32 + ((dc & B(0)) ? 32 : 0) + ((dc & B(1)) ? 144 : 0) +
-		      ((dc & B(2)) ? 256 : 0) + 24 * (size_t)n_lbr;
+		      ((dc & B(2)) ? 256 : 0) + 24 * (size_t) n_lbr;
 	size_t off = 32;
 	uint64_t q0;
 
 	if (w->cntr)
-		size += 16 + 8 * (size_t)(popcount64(w->pmc) + popcount64(w->fixed) +
-					  popcount64(w->metrics));
+		size += 16 + 8 * (size_t) (popcount64(w->pmc) + popcount64(w->fixed) +
+					   popcount64(w->metrics));
 	cr_assert_eq(got, size, "record size: got %zu want %zu (data_cfg %#llx)", got, size,
-		     (unsigned long long)dc);
+		     (unsigned long long) dc);
 
 	if (w->timed) {
 		uint64_t rl = s->retire_latency > 0xffff ? 0xffff : s->retire_latency;
 
-		q0 = (dc & 0xffffffffULL) | (rl << 32) | ((uint64_t)size << 48);
+		q0 = (dc & 0xffffffffULL) | (rl << 32) | ((uint64_t) size << 48);
 	} else {
-		q0 = (dc & 0xffffffffffffULL) | ((uint64_t)size << 48);
+		q0 = (dc & 0xffffffffffffULL) | ((uint64_t) size << 48);
 	}
 	cr_expect_eq(rd64(p, 0x00), q0, "Basic qword 0: %#llx want %#llx",
-		     (unsigned long long)rd64(p, 0), (unsigned long long)q0);
+		     (unsigned long long) rd64(p, 0), (unsigned long long) q0);
 	cr_expect_eq(rd64(p, 0x00) >> 48, size, "Record Size [63:48]");
 	cr_expect_eq(rd64(p, 0x08), s->eventing_ip, "Basic IP = EventingIP");
 	cr_expect_eq(rd64(p, 0x10), w->applicable, "Applicable Counters");
@@ -253,7 +253,7 @@ static size_t expect_adaptive(const uint8_t *p, size_t got, const struct adaptiv
 	}
 	if (dc & B(3)) {
 		expect_lbr_entries(p, off, n_lbr, lbrs, w->nr_lbr);
-		off += 24 * (size_t)n_lbr;
+		off += 24 * (size_t) n_lbr;
 	}
 	if (w->cntr)
 		off += expect_cntr_group(p, off, w->pmc, w->fixed, w->metrics, w->c);
@@ -312,7 +312,7 @@ Test(pebs_record, legacy_vs_adaptive_gpr_order)
 	struct pebs_config c3 = { .fmt = 3 };
 	struct pebs_config c4 = { .fmt = 4, .data_cfg = B(1) };
 	uint8_t legacy[200];
-	const size_t g = 0x20 + 0x10;	/* adaptive: Basic 32 B, then RFLAGS, RIP */
+	const size_t g = 0x20 + 0x10; /* adaptive: Basic 32 B, then RFLAGS, RIP */
 
 	cr_assert_eq(build(&c3, &s), 200);
 	memcpy(legacy, buf, sizeof(legacy));
@@ -365,7 +365,7 @@ Test(pebs_record, format3_rejects_data_cfg)
 
 struct combo {
 	unsigned int fmt;
-	unsigned int groups;	/* DATA_CFG[3:0] */
+	unsigned int groups; /* DATA_CFG[3:0] */
 };
 
 ParameterizedTestParameters(pebs_record, every_group_combination)
@@ -381,10 +381,10 @@ ParameterizedTest(struct combo *p, pebs_record, every_group_combination)
 {
 	struct pebs_sample s = sample(true);
 	/* LBR Entries field always set, so an unselected LBR group must still not count it */
-	unsigned int entries = (p->groups % 4) * 2 + 1;	/* 2, 4, 6 or 8 entries */
+	unsigned int entries = (p->groups % 4) * 2 + 1; /* 2, 4, 6 or 8 entries */
 	struct adaptive_want w = {
 		.fmt = p->fmt,
-		.data_cfg = p->groups | ((uint64_t)entries << 24),
+		.data_cfg = p->groups | ((uint64_t) entries << 24),
 		.applicable = B(1) | B(33),
 		.nr_lbr = 32,
 	};
@@ -418,8 +418,11 @@ Test(pebs_record, sdm_example1_all_groups_32_lbrs)
 {
 	struct pebs_sample s = sample(true);
 	struct pebs_config cfg = {
-		.fmt = 4, .data_cfg = 0xf | (31ULL << 24), .applicable = B(0),
-		.lbr = lbrs, .nr_lbr = 32,
+		.fmt = 4,
+		.data_cfg = 0xf | (31ULL << 24),
+		.applicable = B(0),
+		.lbr = lbrs,
+		.nr_lbr = 32,
 	};
 	static const struct {
 		size_t off;
@@ -427,7 +430,7 @@ Test(pebs_record, sdm_example1_all_groups_32_lbrs)
 	} g[] = {
 		{ 0x50, PEBS_RAX }, { 0x58, PEBS_RCX }, { 0x60, PEBS_RDX }, { 0x68, PEBS_RBX },
 		{ 0x70, PEBS_RSP }, { 0x78, PEBS_RBP }, { 0x80, PEBS_RSI }, { 0x88, PEBS_RDI },
-		{ 0x90, PEBS_R8 }, { 0xc8, PEBS_R15 },
+		{ 0x90, PEBS_R8 },  { 0xc8, PEBS_R15 },
 	};
 
 	cr_assert_eq(build(&cfg, &s), 0x4d0);
@@ -461,7 +464,10 @@ Test(pebs_record, sdm_example2_basic_gpr_3_lbrs)
 {
 	struct pebs_sample s = sample(true);
 	struct pebs_config cfg = {
-		.fmt = 4, .data_cfg = B(1) | B(3) | (2ULL << 24), .lbr = lbrs, .nr_lbr = 3,
+		.fmt = 4,
+		.data_cfg = B(1) | B(3) | (2ULL << 24),
+		.lbr = lbrs,
+		.nr_lbr = 3,
 	};
 
 	cr_assert_eq(build(&cfg, &s), 0xf8);
@@ -550,15 +556,22 @@ Test(pebs_record, timed_retire_latency)
 	struct pebs_sample s = sample(true);
 	/* LBR Entries (bits 31:24) survive the [31:0] format; include bits do not */
 	struct pebs_config cfg = {
-		.fmt = 6, .timed = true,
+		.fmt = 6,
+		.timed = true,
 		.data_cfg = B(0) | B(4) | (5ULL << 24) | B(33) | B(49),
 		.counters = &counters,
 	};
 	static const struct {
 		uint64_t in, out;
 	} lat[] = {
-		{ 0, 0 }, { 1, 1 }, { 0x1234, 0x1234 }, { 0xfffe, 0xfffe }, { 0xffff, 0xffff },
-		{ 0x10000, 0xffff }, { 0x123456, 0xffff }, { ~0ULL, 0xffff },
+		{ 0, 0 },
+		{ 1, 1 },
+		{ 0x1234, 0x1234 },
+		{ 0xfffe, 0xfffe },
+		{ 0xffff, 0xffff },
+		{ 0x10000, 0xffff },
+		{ 0x123456, 0xffff },
+		{ ~0ULL, 0xffff },
 	};
 	const uint64_t size = 32 + 32 + 16 + 16;
 
@@ -566,8 +579,8 @@ Test(pebs_record, timed_retire_latency)
 		s.retire_latency = lat[i].in;
 		cr_assert_eq(build(&cfg, &s), size);
 		cr_expect_eq(rd64(buf, 0), 0x05000011ULL | (lat[i].out << 32) | (size << 48),
-			     "latency %#llx: qword0 %#llx", (unsigned long long)lat[i].in,
-			     (unsigned long long)rd64(buf, 0));
+			     "latency %#llx: qword0 %#llx", (unsigned long long) lat[i].in,
+			     (unsigned long long) rd64(buf, 0));
 		cr_expect_eq((rd64(buf, 0) >> 32) & 0xffff, lat[i].out, "Retire Latency [47:32]");
 	}
 	/* the rest of the record is unchanged by Timed PEBS */
@@ -625,8 +638,13 @@ ParameterizedTest(struct cntr_case *p, pebs_record, counters_group)
 	struct pebs_sample s = sample(true);
 	struct pebs_config cfg = { .fmt = 6, .data_cfg = p->data_cfg, .counters = &counters };
 	struct adaptive_want w = {
-		.fmt = 6, .data_cfg = p->data_cfg, .c = &counters,
-		.cntr = true, .pmc = p->pmc, .fixed = p->fixed, .metrics = p->metrics,
+		.fmt = 6,
+		.data_cfg = p->data_cfg,
+		.c = &counters,
+		.cntr = true,
+		.pmc = p->pmc,
+		.fixed = p->fixed,
+		.metrics = p->metrics,
 	};
 
 	init_values();
@@ -650,7 +668,9 @@ Test(pebs_record, counters_group_literal_offsets)
 {
 	struct pebs_sample s = sample(true);
 	struct pebs_config cfg = {
-		.fmt = 6, .data_cfg = B(4) | B(5) | B(34) | B(48) | B(51), .counters = &counters,
+		.fmt = 6,
+		.data_cfg = B(4) | B(5) | B(34) | B(48) | B(51),
+		.counters = &counters,
 	};
 
 	cr_assert_eq(build(&cfg, &s), 32 + 16 + 5 * 8);
@@ -673,19 +693,35 @@ Test(pebs_record, invalid_configs)
 		unsigned int fmt;
 		uint64_t data_cfg;
 	} bad[] = {
-		{ 0, 0 }, { 1, 0 }, { 2, 0 }, { 7, 0 }, { 0xf, 0 },
+		{ 0, 0 },
+		{ 1, 0 },
+		{ 2, 0 },
+		{ 7, 0 },
+		{ 0xf, 0 },
 		/* counters group below format 6 */
-		{ 4, B(4) }, { 5, B(4) }, { 4, B(5) }, { 5, B(5) | B(51) },
-		{ 4, B(32) }, { 5, B(48) },		/* include bits < fmt 6 */
+		{ 4, B(4) },
+		{ 5, B(4) },
+		{ 4, B(5) },
+		{ 5, B(5) | B(51) },
+		{ 4, B(32) },
+		{ 5, B(48) }, /* include bits < fmt 6 */
 		/* reserved bits */
-		{ 4, B(6) }, { 6, B(6) }, { 6, B(23) }, { 6, B(56) }, { 6, B(63) },
-		{ 4, B(3) | (32ULL << 24) }, { 6, B(3) | (0xffULL << 24) },	/* > 32 LBRs */
+		{ 4, B(6) },
+		{ 6, B(6) },
+		{ 6, B(23) },
+		{ 6, B(56) },
+		{ 6, B(63) },
+		{ 4, B(3) | (32ULL << 24) },
+		{ 6, B(3) | (0xffULL << 24) }, /* > 32 LBRs */
 		{ 3, B(0) },
 	};
 
 	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct pebs_config cfg = {
-			.fmt = bad[i].fmt, .data_cfg = bad[i].data_cfg, .lbr = lbrs, .nr_lbr = 32,
+			.fmt = bad[i].fmt,
+			.data_cfg = bad[i].data_cfg,
+			.lbr = lbrs,
+			.nr_lbr = 32,
 			.counters = &counters,
 		};
 
@@ -729,14 +765,14 @@ Test(pebs_record, too_small_buffer_untouched)
 
 /* ---- architectural PEBS (SDM §22.10; layout per Linux's struct arch_pebs_*) ---- */
 
-#define CFG_EN		B(63)
-#define CFG_AUX		B(62)
-#define CFG_GPR		B(61)
-#define CFG_XMM		B(49)
-#define CFG_LBR(sel)	((uint64_t)(sel) << 40)
-#define CFG_CNTR_GP	B(36)
-#define CFG_CNTR_FIXED	B(37)
-#define CFG_CNTR_MET	B(38)
+#define CFG_EN	       B(63)
+#define CFG_AUX	       B(62)
+#define CFG_GPR	       B(61)
+#define CFG_XMM	       B(49)
+#define CFG_LBR(sel)   ((uint64_t) (sel) << 40)
+#define CFG_CNTR_GP    B(36)
+#define CFG_CNTR_FIXED B(37)
+#define CFG_CNTR_MET   B(38)
 
 static size_t arch_build(const struct arch_pebs_config *cfg, const struct pebs_sample *s)
 {
@@ -748,7 +784,9 @@ Test(pebs_record, arch_basic_only)
 {
 	struct pebs_sample s = sample(true);
 	struct arch_pebs_config cfg = {
-		.cfg_c = CFG_EN | 0xfffffc00ULL, .applicable = B(2) | B(32), .retire_valid = true,
+		.cfg_c = CFG_EN | 0xfffffc00ULL,
+		.applicable = B(2) | B(32),
+		.retire_valid = true,
 	};
 
 	cr_expect_eq(arch_pebs_record_size(&cfg), 64);
@@ -802,7 +840,7 @@ Test(pebs_record, arch_all_groups)
 
 	cr_expect_eq(arch_pebs_record_size(&cfg), 0x360);
 	cr_assert_eq(arch_build(&cfg, &s), 0x360);
-	cr_expect_eq(rd64(buf, 0x00), hdr, "header %#llx", (unsigned long long)rd64(buf, 0));
+	cr_expect_eq(rd64(buf, 0x00), hdr, "header %#llx", (unsigned long long) rd64(buf, 0));
 	cr_expect_eq(rd64(buf, 0x10), s.eventing_ip);
 	/* aux */
 	cr_expect_eq(rd64(buf, 0x40), s.dla, "aux address");
@@ -874,7 +912,9 @@ Test(pebs_record, arch_padding_and_outside_long_mode)
 {
 	struct pebs_sample s = sample(false);
 	struct arch_pebs_config cfg = {
-		.cfg_c = CFG_EN | CFG_GPR | CFG_CNTR_GP, .gp_allow = B(1), .fixed_allow = 0xff,
+		.cfg_c = CFG_EN | CFG_GPR | CFG_CNTR_GP,
+		.gp_allow = B(1),
+		.fixed_allow = 0xff,
 		.counters = &counters,
 	};
 	/* 16 + 48 + 160 + (16 + 8) = 248 -> 256 */

@@ -15,25 +15,25 @@
 #include "vpmu/vpmu.h"
 #include "facts.h"
 
-#define RAM_SIZE	(16ULL << 20)
-#define PROP_RAM	(2ULL << 20)	/* the property test's smaller guest */
-#define PTE_P		B(0)
-#define PTE_RW		B(1)
-#define PTE_US		B(2)
-#define PTE_PS		B(7)
-#define CR0_PG		B(31)
-#define CR0_WP		B(16)
-#define CR4_PAE		B(5)
-#define CR4_LA57	B(12)
-#define EFER_LME	B(8)
-#define EFER_LMA	B(10)
+#define RAM_SIZE (16ULL << 20)
+#define PROP_RAM (2ULL << 20) /* the property test's smaller guest */
+#define PTE_P	 B(0)
+#define PTE_RW	 B(1)
+#define PTE_US	 B(2)
+#define PTE_PS	 B(7)
+#define CR0_PG	 B(31)
+#define CR0_WP	 B(16)
+#define CR4_PAE	 B(5)
+#define CR4_LA57 B(12)
+#define EFER_LME B(8)
+#define EFER_LMA B(10)
 
 /* the guest's virtual layout differs from its physical one */
-#define DS_LA		0xffff888000100000ULL	/* DS management area, 1 page */
-#define DS_PA		0x200000ULL
-#define BUF_LA		0xffffc90000000000ULL	/* PEBS buffer: 2 pages, far apart physically */
-#define BUF_PA0		0x300000ULL
-#define BUF_PA1		0x250000ULL
+#define DS_LA	0xffff888000100000ULL /* DS management area, 1 page */
+#define DS_PA	0x200000ULL
+#define BUF_LA	0xffffc90000000000ULL /* PEBS buffer: 2 pages, far apart physically */
+#define BUF_PA0 0x300000ULL
+#define BUF_PA1 0x250000ULL
 
 static uint8_t *ram;
 static uint64_t next_table;
@@ -69,7 +69,7 @@ static void map(uint64_t cr3, uint64_t la, uint64_t pa, uint64_t flags, bool lar
 	uint64_t table = cr3;
 	unsigned int last = large ? 1 : 0;
 
-	for (int level = (int)levels - 1; level > (int)last; level--) {
+	for (int level = (int) levels - 1; level > (int) last; level--) {
 		unsigned int idx = (la >> (12 + 9 * level)) & 0x1ff;
 		uint64_t e = rd64(table + 8 * idx);
 
@@ -134,7 +134,7 @@ static void setup(const char *model, unsigned int nlevels)
 	g.regs.rip = 0x401005;
 	g.regs.rflags = 0x246;
 	for (unsigned int i = 0; i < 16; i++)
-		g.regs.gpr[i] = 0x1111111100000000ULL * (i + 1) + i;	/* RAX=0x..0, RCX=0x..1, ... */
+		g.regs.gpr[i] = 0x1111111100000000ULL * (i + 1) + i; /* RAX=0x..0, RCX=0x..1, ... */
 	for (unsigned int i = 0; i < 16; i++)
 		memset(g.regs.xmm[i], 0xa0 + i, 16);
 	g.regs.cr0 = CR0_PG | CR0_WP | 1;
@@ -148,7 +148,8 @@ static void setup(const char *model, unsigned int nlevels)
 
 static void wr(uint32_t msr, uint64_t val)
 {
-	cr_assert_eq(vpmu_msr_write(g.v, msr, val), 0, "wrmsr %#x %#llx", msr, (unsigned long long)val);
+	cr_assert_eq(vpmu_msr_write(g.v, msr, val), 0, "wrmsr %#x %#llx", msr,
+		     (unsigned long long) val);
 }
 
 static uint64_t rd(uint32_t msr)
@@ -181,13 +182,16 @@ static uint64_t buf64(uint64_t off)
 
 	for (unsigned int i = 0; i < 8; i++)
 		b[i] = ram[buf_pa(off + i)];
-	return rd64((uint64_t)(b - ram));
+	return rd64((uint64_t) (b - ram));
 }
 
 static void run(uint64_t n, uint64_t last_ip)
 {
 	struct vpmu_exact_counts c = {
-		.instructions = n, .cycles = n, .ref_cycles = n, .last_ip = last_ip,
+		.instructions = n,
+		.cycles = n,
+		.ref_cycles = n,
+		.last_ip = last_ip,
 		.last_dla = 0x7fff0010,
 	};
 
@@ -208,9 +212,9 @@ Test(pebs, format3_record_and_reload)
 {
 	setup("Skylake-Server", 4);
 	ds(0, 0x1000, 0x1000);
-	wr64(DS_PA + 0x40, 0xffffffffff38ULL);	/* GP0 reset: -200 */
-	wr(0x4c1, 0xffffffffff9cULL);		/* -100 */
-	wr(0x186, 0x4301c0);			/* INST_RETIRED.PREC_DIST, USR OS EN */
+	wr64(DS_PA + 0x40, 0xffffffffff38ULL); /* GP0 reset: -200 */
+	wr(0x4c1, 0xffffffffff9cULL);	       /* -100 */
+	wr(0x186, 0x4301c0);		       /* INST_RETIRED.PREC_DIST, USR OS EN */
 	wr(0x3f1, 1);
 	vpmu_vcpu_sync(g.v);
 	run(99, 0x400000);
@@ -252,11 +256,11 @@ Test(pebs, threshold_sets_ovfbuffer_and_pmi)
 {
 	setup("Skylake-Server", 4);
 	ds(0, 0x1000, 400);
-	wr64(DS_PA + 0x48, 0xfffffffffff6ULL);	/* GP1 reset: -10 */
+	wr64(DS_PA + 0x48, 0xfffffffffff6ULL); /* GP1 reset: -10 */
 	wr(0x4c2, 0xfffffffffff6ULL);
 	wr(0x187, 0x4300c0);
 	wr(0x3f1, 2);
-	wr(0x1d9, B(12));			/* freeze on PMI */
+	wr(0x1d9, B(12)); /* freeze on PMI */
 	vpmu_vcpu_sync(g.v);
 	run(10, 0x1000);
 	cr_expect_eq(pmis, 0);
@@ -292,7 +296,7 @@ Test(pebs, bounds_check_skips_the_whole_record)
 	struct vpmu_stats st;
 
 	setup("Skylake-Server", 4);
-	ds(0, 150, 0x1000);			/* absolute maximum below one record */
+	ds(0, 150, 0x1000); /* absolute maximum below one record */
 	wr64(DS_PA + 0x40, 0xfffffffffff0ULL);
 	wr(0x4c1, 0xffffffffffffULL);
 	wr(0x186, 0x4300c0);
@@ -337,8 +341,8 @@ Test(pebs, multi_counter_applicable)
 	ds(0, 0x1000, 0x1000);
 	wr64(DS_PA + 0x40, 0xffffffffff00ULL);
 	wr64(DS_PA + 0x50, 0xfffffffff000ULL);
-	wr(0x4c1, 0xfffffffffffbULL);		/* -5 */
-	wr(0x4c3, 0xfffffffffffbULL);		/* -5 */
+	wr(0x4c1, 0xfffffffffffbULL); /* -5 */
+	wr(0x4c3, 0xfffffffffffbULL); /* -5 */
 	wr(0x186, 0x4300c0);
 	wr(0x188, 0x4300c0);
 	wr(0x3f1, B(0) | B(2));
@@ -356,13 +360,13 @@ Test(pebs, adaptive_groups_and_fixed_reload)
 {
 	setup("Icelake-Server", 5);
 	ds(0, 0x2000, 0x2000);
-	wr64(DS_PA + 0x80, 0xffffffffff00ULL);	/* FIXED0 reset at 80H (format 4) */
+	wr64(DS_PA + 0x80, 0xffffffffff00ULL); /* FIXED0 reset at 80H (format 4) */
 	wr64(DS_PA + 0x40, 0xffffffffff00ULL);
-	wr(0x3f2, 0x3);				/* Memory Info + GPRs */
+	wr(0x3f2, 0x3); /* Memory Info + GPRs */
 	wr(0x309, 0xffffffffffffULL);
-	wr(0x38d, 0x3 | B(32));			/* fixed 0 with Adaptive_Record */
+	wr(0x38d, 0x3 | B(32)); /* fixed 0 with Adaptive_Record */
 	wr(0x4c1, 0xffffffffffffULL);
-	wr(0x186, 0x4300c0);			/* GP0 without Adaptive_Record */
+	wr(0x186, 0x4300c0); /* GP0 without Adaptive_Record */
 	wr(0x38f, B(0) | B(32));
 	wr(0x3f1, B(32));
 	vpmu_vcpu_sync(g.v);
@@ -397,19 +401,19 @@ Test(pebs, format6_counters_group)
 {
 	setup("LunarLake", 4);
 	ds(0, 0x2000, 0x2000);
-	wr64(DS_PA + 0x140 + 8, 0xfffffffff000ULL);	/* FIXED1 reset */
-	wr(0x3f2, B(4) | B(32 + 2) | B(48 + 1));	/* counters: PMC2, FIXED1 */
+	wr64(DS_PA + 0x140 + 8, 0xfffffffff000ULL); /* FIXED1 reset */
+	wr(0x3f2, B(4) | B(32 + 2) | B(48 + 1));    /* counters: PMC2, FIXED1 */
 	wr(0x4c3, 0x1234);
-	wr(0x188, 0x4300c4);				/* GP2: branches, just counting */
+	wr(0x188, 0x4300c4); /* GP2: branches, just counting */
 	wr(0x30a, 0xffffffffffffULL);
-	wr(0x38d, (0x3ULL << 4) | B(36));		/* fixed 1 (cycles), adaptive */
+	wr(0x38d, (0x3ULL << 4) | B(36)); /* fixed 1 (cycles), adaptive */
 	wr(0x38f, B(2) | B(33));
 	wr(0x3f1, B(33));
 	vpmu_vcpu_sync(g.v);
 	run(1, 0x9000);
 	/* 32 basic + 16 header + 2 values = 64 bytes */
 	cr_expect_eq(buf64(0x00) >> 48, 64);
-	cr_expect_eq(buf64(0x00) & 0xffffffff, (uint32_t)(B(4) | B(32 + 2) | B(48 + 1)));
+	cr_expect_eq(buf64(0x00) & 0xffffffff, (uint32_t) (B(4) | B(32 + 2) | B(48 + 1)));
 	cr_expect_eq(buf64(0x20) & 0xffffffff, B(2), "PMC bitvector");
 	cr_expect_eq(buf64(0x20) >> 32, B(1), "FIXED bitvector");
 	cr_expect_eq(buf64(0x30), 0x1234, "PMC2 value");
@@ -424,9 +428,9 @@ Test(pebs, arch_pebs_buffer)
 	struct vpmu_stats st;
 
 	setup("arch-pebs", 4);
-	wr(0x3f4, 0x400000);				/* 4 KiB at 4 MiB */
-	wr(0x3f5, B(32) | (0x100ULL << 36));		/* EN, threshold 0x1000 */
-	wr(0x1903, B(63) | B(61) | 0xfffffc00ULL);	/* GP0: EN, GPRs, reload -1024 */
+	wr(0x3f4, 0x400000);			   /* 4 KiB at 4 MiB */
+	wr(0x3f5, B(32) | (0x100ULL << 36));	   /* EN, threshold 0x1000 */
+	wr(0x1903, B(63) | B(61) | 0xfffffc00ULL); /* GP0: EN, GPRs, reload -1024 */
 	wr(0x4c1, 0xffffffffffffULL);
 	wr(0x186, 0x4300c0);
 	vpmu_vcpu_sync(g.v);
@@ -499,23 +503,25 @@ Test(pebs, random_tables_never_write_outside)
 		ram = block + 4096;
 		/* random RAM: DS area contents, reset slots, stray table entries */
 		for (uint64_t i = 0; i < PROP_RAM / 8; i += 1 + (rand_r(&seed) & 7))
-			((uint64_t *)ram)[i] = ((uint64_t)rand_r(&seed) << 33) ^
-					       ((uint64_t)rand_r(&seed) << 12) ^ (uint64_t)rand_r(&seed);
+			((uint64_t *) ram)[i] = ((uint64_t) rand_r(&seed) << 33) ^
+						((uint64_t) rand_r(&seed) << 12) ^
+						(uint64_t) rand_r(&seed);
 		/* the mappings: pages anywhere in RAM or up to 8 pages past it */
 		levels = rand_r(&seed) & 1 ? 5 : 4;
-		next_table = 0x10000 + (uint64_t)(rand_r(&seed) % 64) * 0x1000;
+		next_table = 0x10000 + (uint64_t) (rand_r(&seed) % 64) * 0x1000;
 		g.regs.cr3 = alloc_table();
-		ds_pa = (uint64_t)(rand_r(&seed) % (PROP_RAM / 4096 + 8)) * 4096;
-		pa0 = (uint64_t)(rand_r(&seed) % (PROP_RAM / 4096 + 8)) * 4096;
-		pa1 = (uint64_t)(rand_r(&seed) % (PROP_RAM / 4096 + 8)) * 4096;
+		ds_pa = (uint64_t) (rand_r(&seed) % (PROP_RAM / 4096 + 8)) * 4096;
+		pa0 = (uint64_t) (rand_r(&seed) % (PROP_RAM / 4096 + 8)) * 4096;
+		pa1 = (uint64_t) (rand_r(&seed) % (PROP_RAM / 4096 + 8)) * 4096;
 		large = rand_r(&seed) % 4 == 0;
 		if (large)
 			pa0 &= ~0x1fffffULL;
-		map(g.regs.cr3, DS_LA, ds_pa, PTE_P | PTE_RW | (rand_r(&seed) & 1 ? PTE_US : 0), false);
+		map(g.regs.cr3, DS_LA, ds_pa, PTE_P | PTE_RW | (rand_r(&seed) & 1 ? PTE_US : 0),
+		    false);
 		map(g.regs.cr3, BUF_LA, pa0, PTE_P | PTE_RW, large);
 		if (!large)
-			map(g.regs.cr3, BUF_LA + 0x1000, pa1, PTE_P | (rand_r(&seed) & 1 ? PTE_RW : 0),
-			    false);
+			map(g.regs.cr3, BUF_LA + 0x1000, pa1,
+			    PTE_P | (rand_r(&seed) & 1 ? PTE_RW : 0), false);
 		memcpy(before, ram, PROP_RAM);
 
 		vpmu_config_init(&cfg);
@@ -526,20 +532,25 @@ Test(pebs, random_tables_never_write_outside)
 		r = (struct vpmu_mem_region){ .gpa = 0, .size = PROP_RAM, .hva = ram };
 		cr_assert_eq(vpmu_vcpu_set_memory(g.v, &r, 1), 0);
 		g.regs.cr0 = CR0_PG | (rand_r(&seed) & 1 ? CR0_WP : 0) | 1;
-		g.regs.cr4 = CR4_PAE | (levels == 5 ? CR4_LA57 : 0) | (rand_r(&seed) & 1 ? B(21) : 0);
+		g.regs.cr4 =
+			CR4_PAE | (levels == 5 ? CR4_LA57 : 0) | (rand_r(&seed) & 1 ? B(21) : 0);
 		g.regs.efer = EFER_LME | EFER_LMA;
 		regs_fail = 0;
 		/* random MSR state; what the model refuses is simply refused */
-		vpmu_msr_write(g.v, 0x600, rand_r(&seed) & 1 ? DS_LA : ((uint64_t)rand_r(&seed) << 20));
-		vpmu_msr_write(g.v, 0x3f1, (uint64_t)rand_r(&seed) & 0xff);
-		vpmu_msr_write(g.v, 0x3f2, (uint64_t)rand_r(&seed) & 0xff00000f);
-		vpmu_msr_write(g.v, 0x3f4, ((uint64_t)rand_r(&seed) % (PROP_RAM / 4096 + 8)) << 12 |
-					   (rand_r(&seed) & 3));
-		vpmu_msr_write(g.v, 0x3f5, B(32) | ((uint64_t)rand_r(&seed) & 0x7fffff0) |
-					   ((uint64_t)rand_r(&seed) & 0x7fffff) << 36);
+		vpmu_msr_write(g.v, 0x600,
+			       rand_r(&seed) & 1 ? DS_LA : ((uint64_t) rand_r(&seed) << 20));
+		vpmu_msr_write(g.v, 0x3f1, (uint64_t) rand_r(&seed) & 0xff);
+		vpmu_msr_write(g.v, 0x3f2, (uint64_t) rand_r(&seed) & 0xff00000f);
+		vpmu_msr_write(g.v, 0x3f4,
+			       ((uint64_t) rand_r(&seed) % (PROP_RAM / 4096 + 8)) << 12 |
+				       (rand_r(&seed) & 3));
+		vpmu_msr_write(g.v, 0x3f5,
+			       B(32) | ((uint64_t) rand_r(&seed) & 0x7fffff0) |
+				       ((uint64_t) rand_r(&seed) & 0x7fffff) << 36);
 		for (unsigned int i = 0; i < 4; i++) {
-			vpmu_msr_write(g.v, 0x1903 + 4 * i, B(63) | (rand_r(&seed) & 1 ? B(61) | B(62) : 0) |
-							      B(49) | (rand_r(&seed) & 0xffff));
+			vpmu_msr_write(g.v, 0x1903 + 4 * i,
+				       B(63) | (rand_r(&seed) & 1 ? B(61) | B(62) : 0) | B(49) |
+					       (rand_r(&seed) & 0xffff));
 			vpmu_msr_write(g.v, 0x4c1 + i, 0xfffffffffff0ULL | (rand_r(&seed) & 0xf));
 			vpmu_msr_write(g.v, 0x186 + i, 0x4300c0 | (rand_r(&seed) & 1 ? B(34) : 0));
 		}
@@ -572,14 +583,16 @@ Test(pebs, random_tables_never_write_outside)
 			memcpy(&was, before + q, 8);
 			memcpy(&now, ram + q, 8);
 			if (!((was ^ now) & ~0x60ULL) && (now & PTE_P))
-				continue;	/* Accessed/Dirty set in a paging entry */
-			cr_assert_fail("case %u (%s): byte %#llx changed outside the PEBS buffer", c,
-				       vpmu_model_name(c % vpmu_model_count()), (unsigned long long)i);
+				continue; /* Accessed/Dirty set in a paging entry */
+			cr_assert_fail("case %u (%s): byte %#llx changed outside the PEBS buffer",
+				       c, vpmu_model_name(c % vpmu_model_count()),
+				       (unsigned long long) i);
 		}
 		writes += changed != 0;
 	}
-	fprintf(stderr, "pebs: %u random guests, %u of them got records written, none outside RAM\n",
-		cases, writes);
+	fprintf(stderr,
+		"pebs: %u random guests, %u of them got records written, none outside RAM\n", cases,
+		writes);
 	free(block);
 	free(before);
 	ram = NULL;
@@ -590,13 +603,13 @@ Test(pebs, adaptive_lbr_group)
 {
 	setup("Icelake-Server", 4);
 	ds(0, 0x1000, 0x1000);
-	wr(0x1d9, B(0));			/* DEBUGCTL.LBR */
+	wr(0x1d9, B(0)); /* DEBUGCTL.LBR */
 	vpmu_lbr_branch(g.v, 0x1000, 0x1100, VPMU_BR_JMP, 0, 3);
 	vpmu_lbr_branch(g.v, 0x2000, 0x2200, VPMU_BR_CALL, 0, 4);
 	vpmu_lbr_branch(g.v, 0x3000, 0x3300, VPMU_BR_RET, 0, 5);
-	wr(0x3f2, B(3) | (2ULL << 24));		/* LBRs, 3 entries */
+	wr(0x3f2, B(3) | (2ULL << 24)); /* LBRs, 3 entries */
 	wr(0x4c1, 0xffffffffffffULL);
-	wr(0x186, 0x4300c0 | B(34));		/* Adaptive_Record */
+	wr(0x186, 0x4300c0 | B(34)); /* Adaptive_Record */
 	wr(0x3f1, 1);
 	vpmu_vcpu_sync(g.v);
 	run(1, 0x4000);

@@ -14,8 +14,8 @@ static int log_calls;
 
 static void capture(void *data, enum vpmu_log_level level, const char *msg)
 {
-	(void)data;
-	(void)level;
+	(void) data;
+	(void) level;
 	log_calls++;
 	snprintf(last_log, sizeof(last_log), "%s", msg);
 }
@@ -35,11 +35,12 @@ Test(models, names_are_case_insensitive)
 		int idx = vpmu_model_find(facts[i].name);
 
 		cr_assert_geq(idx, 0, "%s", facts[i].name);
-		cr_expect_str_eq(vpmu_model_name((size_t)idx), facts[i].name);
-		cr_expect_not_null(vpmu_model_description((size_t)idx));
+		cr_expect_str_eq(vpmu_model_name((size_t) idx), facts[i].name);
+		cr_expect_not_null(vpmu_model_description((size_t) idx));
 		for (size_t j = 0; j <= strlen(facts[i].name); j++)
-			upper[j] = (char)(facts[i].name[j] >= 'a' && facts[i].name[j] <= 'z' ?
-					  facts[i].name[j] - 32 : facts[i].name[j]);
+			upper[j] = (char) (facts[i].name[j] >= 'a' && facts[i].name[j] <= 'z'
+						   ? facts[i].name[j] - 32
+						   : facts[i].name[j]);
 		cr_expect_eq(vpmu_model_find(upper), idx, "%s", upper);
 	}
 	cr_expect_eq(vpmu_model_find("skylake-server"), vpmu_model_find("Skylake-Server"));
@@ -51,14 +52,14 @@ Test(models, names_are_case_insensitive)
 Test(config, unknown_model_logs_one_line)
 {
 	struct vpmu_config cfg;
-	struct vpmu_vcpu *v = (struct vpmu_vcpu *)0x1;
+	struct vpmu_vcpu *v = (struct vpmu_vcpu *) 0x1;
 
 	vpmu_config_init(&cfg);
 	cfg.model = "Cascadelake-Foo";
 	cfg.log = capture;
 	log_calls = 0;
 	cr_expect_eq(vpmu_vcpu_new(&cfg, &v), -ENOENT);
-	cr_expect_eq(v, (struct vpmu_vcpu *)0x1, "ret untouched on failure");
+	cr_expect_eq(v, (struct vpmu_vcpu *) 0x1, "ret untouched on failure");
 	cr_expect_eq(log_calls, 1);
 	cr_expect(strstr(last_log, "Cascadelake-Foo"), "log names the model: %s", last_log);
 }
@@ -71,11 +72,11 @@ Test(config, inconsistent_requests_refused)
 	vpmu_config_init(&cfg);
 	cfg.log = capture;
 	cfg.model = "Skylake-Server";
-	cfg.nr_gp = 5;			/* SKX has 4 with HT on */
+	cfg.nr_gp = 5; /* SKX has 4 with HT on */
 	cr_expect_eq(vpmu_vcpu_new(&cfg, &v), -EINVAL);
 	cr_expect(strstr(last_log, "nr_gp"), "%s", last_log);
 	cfg.nr_gp = -1;
-	cfg.nr_fixed = 4;		/* SKX has 3 */
+	cfg.nr_fixed = 4; /* SKX has 3 */
 	cr_expect_eq(vpmu_vcpu_new(&cfg, &v), -EINVAL);
 	cr_expect(strstr(last_log, "nr_fixed"), "%s", last_log);
 	/* PERF_METRICS without fixed counter 3 (TOPDOWN.SLOTS) */
@@ -218,7 +219,7 @@ ParameterizedTest(unsigned int *fi, inuse, tracks_programming)
 	cr_expect_eq(rd(v, 0x392), 0);
 	cr_assert_eq(vpmu_msr_write(v, 0x187, 0xc0), 0);
 	cr_expect_eq(rd(v, 0x392), 1ULL << 1);
-	cr_assert_eq(vpmu_msr_write(v, 0x38d, 0x2 << 4), 0);	/* fixed 1, USR */
+	cr_assert_eq(vpmu_msr_write(v, 0x38d, 0x2 << 4), 0); /* fixed 1, USR */
 	cr_expect_eq(rd(v, 0x392), (1ULL << 1) | (1ULL << 33));
 	cr_assert_eq(vpmu_msr_write(v, 0x187, 0xc0 | (1ULL << 20)), 0);
 	cr_expect_eq(rd(v, 0x392), (1ULL << 1) | (1ULL << 33) | (1ULL << 63), "PMI in use");

@@ -16,45 +16,45 @@
 #include "bits.h"
 #include "walk.h"
 
-#define KiB			1024ULL
-#define MiB			(1024 * KiB)
-#define GiB			(1024 * MiB)
-#define PAGE			(4 * KiB)
+#define KiB  1024ULL
+#define MiB  (1024 * KiB)
+#define GiB  (1024 * MiB)
+#define PAGE (4 * KiB)
 
 /* SDM Vol. 3A 2.5, Vol. 4 Table 2-2 */
-#define CR0_PE			BIT_ULL(0)
-#define CR0_WP			BIT_ULL(16)
-#define CR0_PG			BIT_ULL(31)
-#define CR4_PSE			BIT_ULL(4)
-#define CR4_PAE			BIT_ULL(5)
-#define CR4_LA57		BIT_ULL(12)
-#define CR4_SMAP		BIT_ULL(21)
-#define EFER_LME		BIT_ULL(8)
-#define EFER_LMA		BIT_ULL(10)
-#define EFER_NXE		BIT_ULL(11)
+#define CR0_PE	 BIT_ULL(0)
+#define CR0_WP	 BIT_ULL(16)
+#define CR0_PG	 BIT_ULL(31)
+#define CR4_PSE	 BIT_ULL(4)
+#define CR4_PAE	 BIT_ULL(5)
+#define CR4_LA57 BIT_ULL(12)
+#define CR4_SMAP BIT_ULL(21)
+#define EFER_LME BIT_ULL(8)
+#define EFER_LMA BIT_ULL(10)
+#define EFER_NXE BIT_ULL(11)
 
 /* SDM Vol. 3A Tables 4-4 to 4-20 */
-#define P			BIT_ULL(0)
-#define RW			BIT_ULL(1)
-#define US			BIT_ULL(2)
-#define A			BIT_ULL(5)
-#define D			BIT_ULL(6)
-#define PS			BIT_ULL(7)
-#define XD			BIT_ULL(63)
-#define ADDR			GENMASK_ULL(51, 12)
+#define P    BIT_ULL(0)
+#define RW   BIT_ULL(1)
+#define US   BIT_ULL(2)
+#define A    BIT_ULL(5)
+#define D    BIT_ULL(6)
+#define PS   BIT_ULL(7)
+#define XD   BIT_ULL(63)
+#define ADDR GENMASK_ULL(51, 12)
 
 /*
  * The guest: 4 MiB at 0 (page tables from 1 MiB up, data pages below and
  * above), 4 MiB at 1 GiB (large-page targets), 4 MiB at 4 GiB (PSE-36),
  * holes between.
  */
-#define RAM0_GPA		0ULL
-#define RAM1_GPA		(1 * GiB)
-#define RAM2_GPA		(4 * GiB)
-#define RAM_SIZE		(4 * MiB)
-#define TABLES_GPA		(1 * MiB)
-#define TABLES_END		(2 * MiB)
-#define HOLE_GPA		(2 * GiB)
+#define RAM0_GPA   0ULL
+#define RAM1_GPA   (1 * GiB)
+#define RAM2_GPA   (4 * GiB)
+#define RAM_SIZE   (4 * MiB)
+#define TABLES_GPA (1 * MiB)
+#define TABLES_END (2 * MiB)
+#define HOLE_GPA   (2 * GiB)
 
 static struct {
 	struct guest_region reg[3];
@@ -149,8 +149,8 @@ static uint64_t new_table(void)
  * of `gla` at `leaf` (1: 4 KiB, 2: 2 MiB, 3: 1 GiB) to `gpa`, creating
  * tables as needed; intermediate entries are P|RW|US.
  */
-static void map64(uint64_t table, unsigned int level, uint64_t gla, uint64_t gpa,
-		  unsigned int leaf, uint64_t flags)
+static void map64(uint64_t table, unsigned int level, uint64_t gla, uint64_t gpa, unsigned int leaf,
+		  uint64_t flags)
 {
 	for (;; level--) {
 		uint64_t e_gpa = table + ((gla >> (12 + 9 * (level - 1))) & 511) * 8;
@@ -210,16 +210,16 @@ static void map32(uint64_t pd, uint64_t gla, uint64_t gpa, bool big, uint32_t fl
 	uint32_t e;
 
 	if (big) {
-		put32(e_gpa, (uint32_t)(gpa & GENMASK_ULL(31, 22)) |
-				     (uint32_t)((gpa >> 32) << 13) | flags | (uint32_t)PS);
+		put32(e_gpa, (uint32_t) (gpa & GENMASK_ULL(31, 22)) |
+				     (uint32_t) ((gpa >> 32) << 13) | flags | (uint32_t) PS);
 		return;
 	}
 	e = get32(e_gpa);
 	if (!(e & P)) {
-		e = (uint32_t)new_table() | (uint32_t)(P | RW | US);
+		e = (uint32_t) new_table() | (uint32_t) (P | RW | US);
 		put32(e_gpa, e);
 	}
-	put32((e & 0xfffff000u) + ((gla >> 12) & 1023) * 4, (uint32_t)gpa | flags);
+	put32((e & 0xfffff000u) + ((gla >> 12) & 1023) * 4, (uint32_t) gpa | flags);
 }
 
 static uint64_t entry32(uint64_t pd, uint64_t gla, unsigned int at)
@@ -233,8 +233,10 @@ static uint64_t entry32(uint64_t pd, uint64_t gla, unsigned int at)
 
 static struct walk_paging lm4(uint64_t cr3)
 {
-	return (struct walk_paging){ .cr0 = CR0_PE | CR0_PG | CR0_WP, .cr3 = cr3,
-				     .cr4 = CR4_PAE, .efer = EFER_LME | EFER_LMA | EFER_NXE };
+	return (struct walk_paging){ .cr0 = CR0_PE | CR0_PG | CR0_WP,
+				     .cr3 = cr3,
+				     .cr4 = CR4_PAE,
+				     .efer = EFER_LME | EFER_LMA | EFER_NXE };
 }
 
 static struct walk_paging lm5(uint64_t cr3)
@@ -247,14 +249,14 @@ static struct walk_paging lm5(uint64_t cr3)
 
 static struct walk_paging pae(uint64_t cr3)
 {
-	return (struct walk_paging){ .cr0 = CR0_PE | CR0_PG | CR0_WP, .cr3 = cr3,
-				     .cr4 = CR4_PAE, .efer = EFER_NXE };
+	return (struct walk_paging){
+		.cr0 = CR0_PE | CR0_PG | CR0_WP, .cr3 = cr3, .cr4 = CR4_PAE, .efer = EFER_NXE
+	};
 }
 
 static struct walk_paging p32(uint64_t cr3)
 {
-	return (struct walk_paging){ .cr0 = CR0_PE | CR0_PG | CR0_WP, .cr3 = cr3,
-				     .cr4 = CR4_PSE };
+	return (struct walk_paging){ .cr0 = CR0_PE | CR0_PG | CR0_WP, .cr3 = cr3, .cr4 = CR4_PSE };
 }
 
 static struct walk_result xlate(const struct walk_paging *p, uint64_t gla, unsigned int flags)
@@ -298,8 +300,10 @@ Test(walk, guest_mem_ptr_bounds)
 {
 	static uint8_t a[0x2000], b[0x100], top[0x1000], bad[0x100];
 	const struct guest_region regs[] = {
-		{ 0x1000, 0x1000, a }, { 0x2000, 0x1000, a + 0x1000 },
-		{ 0x10000, 0x100, b }, { UINT64_MAX - 0xfff, 0x1000, top },
+		{ 0x1000, 0x1000, a },
+		{ 0x2000, 0x1000, a + 0x1000 },
+		{ 0x10000, 0x100, b },
+		{ UINT64_MAX - 0xfff, 0x1000, top },
 	};
 	const struct guest_mem mem = { regs, 4 }, empty = { regs, 0 };
 	/* a region that claims to run past 2^64 */
@@ -432,9 +436,10 @@ Test(walk, pae_2m_4k)
 	/* nothing above 4 GiB outside long mode */
 	expect_err(&p, 0x1c0a01234, 0, -EFAULT);
 	/* the PDPT is 4 entries at CR3 bits 31:5, not at the page it sits in */
-	expect_err(&(struct walk_paging){ .cr0 = p.cr0, .cr3 = pdpt - 0x40, .cr4 = p.cr4,
-					  .efer = p.efer },
-		   0x40005000, 0, -EFAULT);
+	expect_err(
+		&(struct walk_paging){
+			.cr0 = p.cr0, .cr3 = pdpt - 0x40, .cr4 = p.cr4, .efer = p.efer },
+		0x40005000, 0, -EFAULT);
 }
 
 Test(walk, pse_4m_and_4k)
@@ -468,7 +473,7 @@ Test(walk, pse_off_ignores_ps)
 
 	memset(host(pt, PAGE), 0, PAGE);
 	/* one PDE with PS set that also points to a page table */
-	put32(pd + (0x00400000 >> 22) * 4, (uint32_t)(pt | P | RW | US | PS));
+	put32(pd + (0x00400000 >> 22) * 4, (uint32_t) (pt | P | RW | US | PS));
 	put32(pt + 5 * 4, 0x55000 | P | RW | US);
 	/* CR4.PSE=1: a 4 MiB page at (pt & 0xffc00000) = 0; bit 12 is PAT */
 	expect(&p, 0x00405123, 0, 0x5123, 4 * MiB);
@@ -508,7 +513,7 @@ Test(walk, not_present_each_level)
 		uint64_t e = entry32(pd, gla32, l);
 		uint32_t v = get32(e);
 
-		put32(e, v & ~(uint32_t)P);
+		put32(e, v & ~(uint32_t) P);
 		expect_err(&p2, gla32, 0, -EFAULT);
 		put32(e, v);
 		expect(&p2, gla32, 0, 0x24000, PAGE);
@@ -688,8 +693,7 @@ Test(walk, smap_implicit_supervisor)
 	cr_assert_eq(walk_write(&vm.mem, &p, user, buf, sizeof(buf), WALK_IMPLICIT_SUPERVISOR),
 		     -EACCES);
 	cr_assert(unchanged());
-	cr_assert_eq(walk_write(&vm.mem, &p, kern, buf, sizeof(buf), WALK_IMPLICIT_SUPERVISOR),
-		     0);
+	cr_assert_eq(walk_write(&vm.mem, &p, kern, buf, sizeof(buf), WALK_IMPLICIT_SUPERVISOR), 0);
 	cr_assert(!memcmp(host(0x33000, sizeof(buf)), buf, sizeof(buf)));
 }
 
@@ -788,7 +792,7 @@ Test(walk, split_noncontiguous)
 	uint8_t src[32], dst[32];
 
 	for (unsigned int i = 0; i < sizeof(src); i++)
-		src[i] = (uint8_t)(0x40 + i);
+		src[i] = (uint8_t) (0x40 + i);
 	/* the higher linear page maps to the lower, non-adjacent physical page */
 	map64(root, 4, gla, 0x81000, 1, P | RW);
 	map64(root, 4, gla + PAGE, 0x42000, 1, P | RW);
@@ -924,7 +928,7 @@ Test(walk, accessed_dirty)
 	cr_assert_eq(get32(entry32(pd, 0x00401000, 1)), 0x56000 | P | RW | A | D);
 	cr_assert_eq(get32(entry32(pd, 0x00402000, 1)), 0x57000 | P | RW);
 	xlate(&p2, 0x00800000, WALK_SET_AD);
-	cr_assert_eq(get32(entry32(pd, 0x00800000, 2)), (uint32_t)RAM1_GPA | P | RW | PS | A);
+	cr_assert_eq(get32(entry32(pd, 0x00800000, 2)), (uint32_t) RAM1_GPA | P | RW | PS | A);
 }
 
 Test(walk, remap_follows_tables)
@@ -1007,7 +1011,7 @@ Test(walk, long_copy)
 	for (unsigned int i = 0; i < 17; i++)
 		map64(root, 4, gla + i * PAGE, 0x200000 + (16 - i) * 2 * PAGE, 1, P | RW);
 	for (unsigned int i = 0; i < sizeof(src); i++)
-		src[i] = (uint8_t)(i * 7 + (i >> 12));
+		src[i] = (uint8_t) (i * 7 + (i >> 12));
 
 	cr_assert_eq(walk_write(&vm.mem, &p, gla + 0x800, src, sizeof(src), WALK_SET_AD), 0);
 	for (unsigned int i = 0; i < sizeof(src); i++) {
@@ -1037,16 +1041,16 @@ Test(walk, long_copy)
  * an untouched copy of the image: A/D updates (the union of each page's
  * walk with WALK_SET_AD, each on a fresh copy) and then the data.
  */
-#define PR_GUARD		4096
-#define PR_RAM0_GPA		0x0ULL
-#define PR_RAM0_SIZE		(16 * 4096)
-#define PR_RAM1_GPA		0x20000ULL
-#define PR_RAM1_SIZE		(8 * 4096)
-#define PR_IMAGE		(PR_RAM0_SIZE + PR_RAM1_SIZE)
-#define PR_BUF			(3 * PR_GUARD + PR_IMAGE)
-#define PR_MAX_LEN		(3 * 4096)
-#define PR_CASES		2000
-#define PR_ACCESSES		10
+#define PR_GUARD     4096
+#define PR_RAM0_GPA  0x0ULL
+#define PR_RAM0_SIZE (16 * 4096)
+#define PR_RAM1_GPA  0x20000ULL
+#define PR_RAM1_SIZE (8 * 4096)
+#define PR_IMAGE     (PR_RAM0_SIZE + PR_RAM1_SIZE)
+#define PR_BUF	     (3 * PR_GUARD + PR_IMAGE)
+#define PR_MAX_LEN   (3 * 4096)
+#define PR_CASES     2000
+#define PR_ACCESSES  10
 
 static uint64_t rnd(uint64_t *s)
 {
@@ -1070,13 +1074,13 @@ static uint64_t rnd_page(uint64_t *s)
 	if (r < 80) {
 		uint64_t page = rnd(s) % (PR_IMAGE / 4096);
 
-		return page < PR_RAM0_SIZE / 4096 ? PR_RAM0_GPA + page * 4096 :
-						    PR_RAM1_GPA + (page - 16) * 4096;
+		return page < PR_RAM0_SIZE / 4096 ? PR_RAM0_GPA + page * 4096
+						  : PR_RAM1_GPA + (page - 16) * 4096;
 	}
 	if (r < 88)
-		return 0x10000 + (rnd(s) % 16) * 4096;		/* the hole */
+		return 0x10000 + (rnd(s) % 16) * 4096; /* the hole */
 	if (r < 94)
-		return 0x28000 + (rnd(s) % 64) * 4096;		/* past RAM1 */
+		return 0x28000 + (rnd(s) % 64) * 4096; /* past RAM1 */
 	return rnd(s) & GENMASK_ULL(51, 12);
 }
 
@@ -1096,23 +1100,23 @@ static uint64_t rnd_entry(uint64_t *s)
 	if (chance(s, 10))
 		e |= BIT_ULL(12);
 	if (chance(s, 4))
-		e |= BIT_ULL(rnd(s) % 64);	/* maybe reserved, maybe not */
+		e |= BIT_ULL(rnd(s) % 64); /* maybe reserved, maybe not */
 	return e;
 }
 
 static uint32_t rnd_entry32(uint64_t *s)
 {
-	uint32_t e = (uint32_t)rnd_page(s);
+	uint32_t e = (uint32_t) rnd_page(s);
 
 	if (chance(s, 90))
 		e |= P;
-	e |= (uint32_t)rnd(s) & (RW | US | A | D | GENMASK_ULL(4, 3) | GENMASK_ULL(11, 8));
+	e |= (uint32_t) rnd(s) & (RW | US | A | D | GENMASK_ULL(4, 3) | GENMASK_ULL(11, 8));
 	if (chance(s, 30))
 		e |= RW | US;
 	if (chance(s, 20))
 		e |= PS;
 	if (chance(s, 10))
-		e |= (uint32_t)(rnd(s) & GENMASK_ULL(21, 12));
+		e |= (uint32_t) (rnd(s) & GENMASK_ULL(21, 12));
 	return e;
 }
 
@@ -1139,11 +1143,11 @@ static uint64_t rnd_gla(uint64_t *s, enum pr_mode mode)
 
 	switch (mode) {
 	case PR_OFF:
-		gla = chance(s, 85) ? gla % 0x30000 : (uint32_t)gla;
+		gla = chance(s, 85) ? gla % 0x30000 : (uint32_t) gla;
 		break;
 	case PR_32:
 	case PR_PAE:
-		gla = chance(s, 97) ? (uint32_t)gla : gla;
+		gla = chance(s, 97) ? (uint32_t) gla : gla;
 		break;
 	case PR_LM4:
 		gla = chance(s, 95) ? sign_extend64(gla, 48) : gla;
@@ -1189,7 +1193,7 @@ static size_t pr_off(struct pr_vm *v, uint64_t gpa)
 	uint8_t *ptr = guest_mem_ptr(&v->mem, gpa, 1);
 
 	cr_assert_not_null(ptr);
-	return (size_t)(ptr - v->buf);
+	return (size_t) (ptr - v->buf);
 }
 
 /*
@@ -1259,8 +1263,8 @@ static int pr_model(struct pr_vm *cur, struct pr_vm *scratch, uint8_t *exp,
 			struct walk_result res;
 
 			memcpy(scratch->buf, cur->buf, PR_BUF);
-			cr_assert_eq(walk_translate(&scratch->mem, p, a, xflags | WALK_SET_AD, &res),
-				     0);
+			cr_assert_eq(
+				walk_translate(&scratch->mem, p, a, xflags | WALK_SET_AD, &res), 0);
 			for (size_t j = 0; j < PR_BUF; j++)
 				exp[j] |= scratch->buf[j];
 			a += lens[i];
@@ -1289,14 +1293,15 @@ static void pr_fill(struct pr_vm *v, uint64_t *s, enum pr_mode mode)
 			uint64_t e;
 
 			if (mode == PR_32)
-				e = rnd_entry32(s) | (uint64_t)rnd_entry32(s) << 32;
+				e = rnd_entry32(s) | (uint64_t) rnd_entry32(s) << 32;
 			else if (chance(s, 3))
 				e = rnd(s);
 			else
 				e = rnd_entry(s);
 			/* PAE PDPTEs reserve R/W, U/S, A, D, PS: keep some entries clean */
 			if (mode == PR_PAE && chance(s, 40))
-				e &= GENMASK_ULL(51, 12) | GENMASK_ULL(11, 9) | GENMASK_ULL(4, 3) | P;
+				e &= GENMASK_ULL(51, 12) | GENMASK_ULL(11, 9) | GENMASK_ULL(4, 3) |
+				     P;
 			memcpy(ram + off, &e, 8);
 		}
 	}
@@ -1352,13 +1357,13 @@ Test(walk, property_random_tables)
 		for (unsigned int k = 0; k < PR_ACCESSES; k++) {
 			uint64_t gla = rnd_gla(&s, mode);
 			size_t len = rnd_len(&s);
-			unsigned int flags = (unsigned int)rnd(&s) & 0xf;
+			unsigned int flags = (unsigned int) rnd(&s) & 0xf;
 			bool write = chance(&s, 60);
 			unsigned long pieces = 0;
 			int want_r, r;
 
 			for (size_t i = 0; i < len; i++)
-				src[i] = (uint8_t)rnd(&s);
+				src[i] = (uint8_t) rnd(&s);
 			memset(data, 0x3c, sizeof(data));
 			memset(want, 0x3c, sizeof(want));
 			memcpy(before, buf, PR_BUF);
@@ -1371,7 +1376,8 @@ Test(walk, property_random_tables)
 			else
 				r = walk_read(&v.mem, &p, gla, data, len, flags);
 
-			cr_assert_eq(r, want_r, "case %u access %u mode %d gla %#" PRIx64
+			cr_assert_eq(r, want_r,
+				     "case %u access %u mode %d gla %#" PRIx64
 				     " len %zu flags %#x write %d: %d, expected %d",
 				     c, k, mode, gla, len, flags, write, r, want_r);
 			cr_assert(guards_intact(&v), "case %u access %u: a guard changed", c, k);
@@ -1382,7 +1388,8 @@ Test(walk, property_random_tables)
 					  "case %u access %u: a failed read changed dst", c, k);
 			} else {
 				cr_assert(!memcmp(buf, exp, PR_BUF),
-					  "case %u access %u: memory is not what the translations say",
+					  "case %u access %u: memory is not what the translations "
+					  "say",
 					  c, k);
 				cr_assert(!memcmp(data, want, write ? sizeof(data) : len),
 					  "case %u access %u: read returned other bytes", c, k);
@@ -1432,8 +1439,9 @@ Test(walk, cache_empty_never_hits)
 	cr_expect_eq(vm.reg[0].hva[0x10], 0x77);
 	cr_expect_eq(walk_write_cached(&vm.mem, &off, 0x20, &v, 1, 0, &reset), 0);
 	cr_expect_eq(vm.reg[0].hva[0x20], 0x77);
-	cr_expect_eq(walk_write_cached(&vm.mem, &off, vm.reg[0].gpa + vm.reg[0].size, &v, 1, 0,
-				       &zeroed), -EFAULT);
+	cr_expect_eq(
+		walk_write_cached(&vm.mem, &off, vm.reg[0].gpa + vm.reg[0].size, &v, 1, 0, &zeroed),
+		-EFAULT);
 }
 
 /*
@@ -1486,7 +1494,9 @@ Test(walk, cache_follows_the_tables)
 
 		memset(rec, 0x5c, sizeof(rec));
 		for (int k = 0; k < 2; k++)
-			cr_assert_eq(walk_write_cached(&vm.mem, &p, gla + PAGE - 32, rec, sizeof(rec), 0, &c), 0);
+			cr_assert_eq(walk_write_cached(&vm.mem, &p, gla + PAGE - 32, rec,
+						       sizeof(rec), 0, &c),
+				     0);
 		cr_expect_eq(ram[0x300000 + PAGE - 1], 0x5c);
 		cr_expect_eq(ram[0x200000 + 31], 0x5c);
 		cr_expect_eq(ram[0x200000 + 32], 0);

@@ -34,14 +34,14 @@ extern "C" {
 
 #if defined(__GNUC__)
 #define VPMU_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#define VPMU_API __attribute__((visibility("default")))
+#define VPMU_API	  __attribute__((visibility("default")))
 #else
 #define VPMU_PRINTF(f, a)
 #define VPMU_API
 #endif
 
 struct vpmu_vcpu;
-struct vpmu_filter;	/* a PMU event filter, see vpmu_filter_parse() */
+struct vpmu_filter; /* a PMU event filter, see vpmu_filter_parse() */
 
 enum vpmu_log_level {
 	VPMU_LOG_ERR = 3,
@@ -66,16 +66,16 @@ VPMU_API int vpmu_model_find(const char *name);
 /* ---- vCPU creation ------------------------------------------------------ */
 
 /* Narrowing flags: a VMM may expose less than the model has, never more. */
-#define VPMU_CONFIG_NO_PEBS	(1u << 0)	/* no PEBS of any kind, no DS area */
-#define VPMU_CONFIG_NO_LBR	(1u << 1)	/* no LBR stack */
-#define VPMU_CONFIG_NO_METRICS	(1u << 2)	/* no PERF_METRICS */
+#define VPMU_CONFIG_NO_PEBS    (1u << 0) /* no PEBS of any kind, no DS area */
+#define VPMU_CONFIG_NO_LBR     (1u << 1) /* no LBR stack */
+#define VPMU_CONFIG_NO_METRICS (1u << 2) /* no PERF_METRICS */
 
 /* What backs the guest counters on the host. */
 enum vpmu_backend {
-	VPMU_BACKEND_NONE,	/* nothing: every counter is unbacked, never counts */
-	VPMU_BACKEND_EXACT,	/* counts fed by an emulator: vpmu_exact_feed() */
-	VPMU_BACKEND_TIME,	/* cycles from the vCPU thread's CPU time (perf task-clock) */
-	VPMU_BACKEND_PERF,	/* host hardware events, guest mode only (exclude_host) */
+	VPMU_BACKEND_NONE,  /* nothing: every counter is unbacked, never counts */
+	VPMU_BACKEND_EXACT, /* counts fed by an emulator: vpmu_exact_feed() */
+	VPMU_BACKEND_TIME,  /* cycles from the vCPU thread's CPU time (perf task-clock) */
+	VPMU_BACKEND_PERF,  /* host hardware events, guest mode only (exclude_host) */
 };
 
 /*
@@ -104,15 +104,15 @@ typedef void (*vpmu_pmi_fn)(void *data, struct vpmu_vcpu *vcpu);
 
 /* The guest state a PEBS record reports, as it is after the sampled instruction. */
 struct vpmu_guest_regs {
-	uint64_t rip;		/* the next instruction (PEBS records are trap-like) */
+	uint64_t rip; /* the next instruction (PEBS records are trap-like) */
 	uint64_t rflags;
-	uint64_t gpr[16];	/* RAX RCX RDX RBX RSP RBP RSI RDI R8..R15 */
-	uint8_t xmm[16][16];	/* XMM0..15, little-endian */
-	uint64_t cr0, cr3, cr4, efer;	/* for the walk to the DS area */
-	uint64_t tsc;		/* the guest's TSC now */
+	uint64_t gpr[16];	      /* RAX RCX RDX RBX RSP RBP RSI RDI R8..R15 */
+	uint8_t xmm[16][16];	      /* XMM0..15, little-endian */
+	uint64_t cr0, cr3, cr4, efer; /* for the walk to the DS area */
+	uint64_t tsc;		      /* the guest's TSC now */
 	unsigned int cpl;
-	bool long_mode;		/* 64-bit mode (not compatibility mode) */
-	bool sse;		/* CR4.OSFXSR: the XMM group is zero without it */
+	bool long_mode; /* 64-bit mode (not compatibility mode) */
+	bool sse;	/* CR4.OSFXSR: the XMM group is zero without it */
 };
 
 /*
@@ -123,18 +123,18 @@ struct vpmu_guest_regs {
 typedef int (*vpmu_regs_fn)(void *data, struct vpmu_vcpu *vcpu, struct vpmu_guest_regs *ret);
 
 struct vpmu_config {
-	size_t size;		/* sizeof(struct vpmu_config), set by vpmu_config_init() */
-	const char *model;	/* model name, case-insensitive */
-	int version;		/* perfmon version to expose (2..model's); -1 = the model's */
-	int nr_gp;		/* GP counters to expose; -1 = the model's */
-	int nr_fixed;		/* fixed counters to expose; -1 = the model's */
-	unsigned int flags;	/* VPMU_CONFIG_* */
+	size_t size;	    /* sizeof(struct vpmu_config), set by vpmu_config_init() */
+	const char *model;  /* model name, case-insensitive */
+	int version;	    /* perfmon version to expose (2..model's); -1 = the model's */
+	int nr_gp;	    /* GP counters to expose; -1 = the model's */
+	int nr_fixed;	    /* fixed counters to expose; -1 = the model's */
+	unsigned int flags; /* VPMU_CONFIG_* */
 	enum vpmu_backend backend;
-	vpmu_pmi_fn pmi;	/* may be NULL: PMIs are then only counted */
+	vpmu_pmi_fn pmi; /* may be NULL: PMIs are then only counted */
 	void *pmi_data;
-	vpmu_regs_fn regs;	/* needed for PEBS; may be NULL without it */
+	vpmu_regs_fn regs; /* needed for PEBS; may be NULL without it */
 	void *regs_data;
-	vpmu_log_fn log;	/* may be NULL */
+	vpmu_log_fn log; /* may be NULL */
 	void *log_data;
 	enum vpmu_log_level log_level; /* most verbose level passed to log */
 	/*
@@ -173,8 +173,8 @@ VPMU_API int vpmu_vcpu_new(const struct vpmu_config *cfg, struct vpmu_vcpu **ret
 VPMU_API void vpmu_vcpu_free(struct vpmu_vcpu *vcpu);
 
 enum vpmu_reset_kind {
-	VPMU_RESET_POWER_ON,	/* RESET#: every PMU MSR to its reset value */
-	VPMU_RESET_INIT,	/* INIT: MSRs kept; the DS mechanism disabled */
+	VPMU_RESET_POWER_ON, /* RESET#: every PMU MSR to its reset value */
+	VPMU_RESET_INIT,     /* INIT: MSRs kept; the DS mechanism disabled */
 };
 VPMU_API void vpmu_vcpu_reset(struct vpmu_vcpu *vcpu, enum vpmu_reset_kind kind);
 
@@ -223,13 +223,13 @@ struct vpmu_exact_counts {
 	uint64_t cycles;	/* modelled unhalted core cycles */
 	uint64_t ref_cycles;	/* unhalted reference cycles at the TSC rate */
 	uint64_t branches;	/* all retired branches, far ones included */
-	uint64_t cond_branches;	/* conditional (Jcc, LOOP, JCXZ) */
+	uint64_t cond_branches; /* conditional (Jcc, LOOP, JCXZ) */
 	uint64_t cond_taken;	/* ... of which taken */
 	uint64_t near_calls;	/* near CALL, direct and indirect */
 	uint64_t near_returns;	/* near RET */
 	uint64_t near_taken;	/* taken near branches of any kind */
 	uint64_t far_branches;	/* far CALL/JMP/RET, IRET, INT, SYSCALL... */
-	uint64_t branch_misses;	/* mispredicted branches, if the feeder models them */
+	uint64_t branch_misses; /* mispredicted branches, if the feeder models them */
 	uint64_t loads;		/* instructions that read memory */
 	uint64_t stores;	/* instructions that write memory */
 	uint64_t mem_insts;	/* instructions that read or write memory */
@@ -286,13 +286,13 @@ VPMU_API int vpmu_vcpu_set_memory(struct vpmu_vcpu *vcpu, const struct vpmu_mem_
 				  size_t nr);
 
 enum vpmu_branch_kind {
-	VPMU_BR_COND,		/* Jcc, LOOP, JCXZ (taken) */
-	VPMU_BR_JMP,		/* near relative JMP */
-	VPMU_BR_JMP_IND,	/* near indirect JMP */
-	VPMU_BR_CALL,		/* near relative CALL */
-	VPMU_BR_CALL_IND,	/* near indirect CALL */
-	VPMU_BR_RET,		/* near RET */
-	VPMU_BR_FAR,		/* far branches, interrupts, exceptions, IRET, SYSCALL/SYSRET */
+	VPMU_BR_COND,	  /* Jcc, LOOP, JCXZ (taken) */
+	VPMU_BR_JMP,	  /* near relative JMP */
+	VPMU_BR_JMP_IND,  /* near indirect JMP */
+	VPMU_BR_CALL,	  /* near relative CALL */
+	VPMU_BR_CALL_IND, /* near indirect CALL */
+	VPMU_BR_RET,	  /* near RET */
+	VPMU_BR_FAR,	  /* far branches, interrupts, exceptions, IRET, SYSCALL/SYSRET */
 };
 
 /* Whether branches should be reported now: DEBUGCTL.LBR set, LBRs not frozen. */
@@ -310,15 +310,15 @@ VPMU_API void vpmu_lbr_branch(struct vpmu_vcpu *vcpu, uint64_t from, uint64_t to
 /* ---- PMI delivery -------------------------------------------------------- */
 
 enum vpmu_lvt_action {
-	VPMU_LVT_DROP,		/* masked, or a mode/vector hardware would not deliver */
-	VPMU_LVT_FIXED,		/* interrupt with `vector` */
-	VPMU_LVT_NMI,		/* NMI */
+	VPMU_LVT_DROP,	/* masked, or a mode/vector hardware would not deliver */
+	VPMU_LVT_FIXED, /* interrupt with `vector` */
+	VPMU_LVT_NMI,	/* NMI */
 };
 
 struct vpmu_lvt {
 	enum vpmu_lvt_action action;
 	uint8_t vector;
-	uint32_t after;		/* the LVT value after delivery: mask bit (16) set */
+	uint32_t after; /* the LVT value after delivery: mask bit (16) set */
 };
 
 /*
@@ -332,51 +332,52 @@ VPMU_API void vpmu_pmi_delivered(struct vpmu_vcpu *vcpu);
 
 /* ---- statistics ---------------------------------------------------------- */
 
-#define VPMU_STATS_VERSION	2	/* 2: host times per counter */
-#define VPMU_STATS_COUNTERS	16	/* slots: GP i at i, fixed i at 8 + i */
+#define VPMU_STATS_VERSION  2  /* 2: host times per counter */
+#define VPMU_STATS_COUNTERS 16 /* slots: GP i at i, fixed i at 8 + i */
 
 /* vpmu_counter_stats.flags */
-#define VPMU_CTR_IMPLEMENTED	(1u << 0)	/* the model has this counter */
-#define VPMU_CTR_PROGRAMMED	(1u << 1)	/* locally enabled with an event */
-#define VPMU_CTR_RUNNING	(1u << 2)	/* counting now (global enable, not frozen) */
-#define VPMU_CTR_BACKED		(1u << 3)	/* a host counter counts it */
-#define VPMU_CTR_UNBACKED	(1u << 4)	/* the backend cannot count this event */
-#define VPMU_CTR_FILTERED	(1u << 5)	/* programmed, but the event filter denies it */
-#define VPMU_CTR_DEGRADED	(1u << 6)	/* backed, but not counting all the time, or
-						   overflows may come late (error says why) */
+#define VPMU_CTR_IMPLEMENTED (1u << 0) /* the model has this counter */
+#define VPMU_CTR_PROGRAMMED  (1u << 1) /* locally enabled with an event */
+#define VPMU_CTR_RUNNING     (1u << 2) /* counting now (global enable, not frozen) */
+#define VPMU_CTR_BACKED	     (1u << 3) /* a host counter counts it */
+#define VPMU_CTR_UNBACKED    (1u << 4) /* the backend cannot count this event */
+#define VPMU_CTR_FILTERED    (1u << 5) /* programmed, but the event filter denies it */
+#define VPMU_CTR_DEGRADED                                                                          \
+	(1u << 6) /* backed, but not counting all the time, or                                     \
+		     overflows may come late (error says why) */
 
 struct vpmu_counter_stats {
-	uint64_t config;	/* IA32_PERFEVTSELx, or the FIXED_CTR_CTRL nibble */
-	uint64_t count;		/* counter value at publication */
+	uint64_t config; /* IA32_PERFEVTSELx, or the FIXED_CTR_CTRL nibble */
+	uint64_t count;	 /* counter value at publication */
 	uint64_t overflows;
-	uint64_t creates;	/* host events (re)created */
-	uint64_t updates;	/* backend operations on this counter */
-	uint32_t flags;		/* VPMU_CTR_* */
-	int32_t error;		/* why unbacked or degraded: negative errno, else 0 */
-	uint64_t time_enabled;	/* host backends: ns the host event was enabled */
-	uint64_t time_running;	/* ... and counting (less: multiplexed or not scheduled) */
+	uint64_t creates;      /* host events (re)created */
+	uint64_t updates;      /* backend operations on this counter */
+	uint32_t flags;	       /* VPMU_CTR_* */
+	int32_t error;	       /* why unbacked or degraded: negative errno, else 0 */
+	uint64_t time_enabled; /* host backends: ns the host event was enabled */
+	uint64_t time_running; /* ... and counting (less: multiplexed or not scheduled) */
 };
 
 struct vpmu_stats {
-	uint32_t version;	/* VPMU_STATS_VERSION */
-	uint32_t seq;		/* publication number */
+	uint32_t version; /* VPMU_STATS_VERSION */
+	uint32_t seq;	  /* publication number */
 	uint64_t msr_reads;
 	uint64_t msr_writes;
-	uint64_t msr_faults;	/* accesses answered with #GP */
+	uint64_t msr_faults; /* accesses answered with #GP */
 	uint64_t rdpmcs;
 	uint64_t syncs;
 	uint64_t backend_ops;	/* update operations, all counters */
-	uint64_t backend_reads;	/* reads to fold a count (guest RDMSR/RDPMC) */
+	uint64_t backend_reads; /* reads to fold a count (guest RDMSR/RDPMC) */
 	uint64_t creates;
 	uint64_t overflows;
 	uint64_t pmis_requested;
 	uint64_t pmis_delivered;
 	uint64_t global_status;
 	uint64_t global_ctrl;
-	uint64_t pebs_records;	/* PEBS records written into the guest */
+	uint64_t pebs_records; /* PEBS records written into the guest */
 	uint64_t pebs_bytes;
 	uint64_t pebs_skipped;	/* records the bounds check or a guest page fault skipped */
-	uint64_t pebs_deferred;	/* times a record waited for guest registers */
+	uint64_t pebs_deferred; /* times a record waited for guest registers */
 	uint64_t walk_faults;	/* guest page walks to the DS area that failed */
 	char model[32];
 	char backend[16];
@@ -448,7 +449,7 @@ struct vpmu_cpuid_entry {
  * VMM merges them (see vpmu_cpuid_patch). -ENOENT for any other leaf.
  */
 VPMU_API int vpmu_cpuid(const struct vpmu_vcpu *vcpu, uint32_t function, uint32_t index,
-	       struct vpmu_cpuid_entry *ret_entry);
+			struct vpmu_cpuid_entry *ret_entry);
 
 /*
  * Patch the PMU-related leaves of a VMM's CPUID table in place: replace
@@ -457,7 +458,7 @@ VPMU_API int vpmu_cpuid(const struct vpmu_vcpu *vcpu, uint32_t function, uint32_
  * -ENOSPC if entries did not fit (the ones that fit are patched).
  */
 VPMU_API int vpmu_cpuid_patch(const struct vpmu_vcpu *vcpu, struct vpmu_cpuid_entry *entries,
-		     size_t *nr, size_t capacity);
+			      size_t *nr, size_t capacity);
 
 /*
  * IA32_MISC_ENABLE as this PMU needs it: `value` with bit 7 (perfmon
