@@ -108,10 +108,16 @@ int kvm_cpuid_build(const struct vpmu_vcpu *vcpu, const struct kvm_cpuid_entry2 
 	for (size_t i = 0; i < nr; i++) {
 		struct kvm_cpuid_entry2 *k = &ret[i];
 
-		/* the host's entries keep their flags; appended PMU leaves get theirs here */
-		uint32_t flags = i < nr_supported	       ? supported[i].flags
-				 : indexed_leaf(e[i].function) ? KVM_CPUID_FLAG_SIGNIFCANT_INDEX
-							       : 0;
+		/*
+		 * The host's entries keep their flags, and every entry of a leaf
+		 * whose output depends on ECX gets the index flag: KVM answers a
+		 * sub-leaf with the first entry of its leaf that has no flag, and
+		 * a host KVM that lists leaf 23H with nothing in it gives sub-leaf
+		 * 0 none (seen on an Intel host), which hid sub-leaves 1-5.
+		 */
+		uint32_t flags =
+			(i < nr_supported ? supported[i].flags : 0) |
+			(indexed_leaf(e[i].function) ? KVM_CPUID_FLAG_SIGNIFCANT_INDEX : 0);
 
 		memset(k, 0, sizeof(*k));
 		k->function = e[i].function;

@@ -143,8 +143,12 @@ static void patch_one(const struct vpmu_vcpu *vcpu, struct vpmu_cpuid_entry *e)
 			e->eax = max_leaf(&vcpu->model);
 		return;
 	}
-	if (vpmu_cpuid(vcpu, e->function, e->index, &pmu) < 0)
+	if (vpmu_cpuid(vcpu, e->function, e->index, &pmu) < 0) {
+		/* leaf 23H is all PMU: a model without it shows none of the host's */
+		if (e->function == 0x23)
+			e->eax = e->ebx = e->ecx = e->edx = 0;
 		return;
+	}
 	if (e->function == 0x07) {
 		if (e->index == 0 && e->eax < pmu.eax)
 			e->eax = pmu.eax;

@@ -121,6 +121,8 @@ static const struct kvm_cpuid_entry2 host[] = {
 	  .ebx = 0xd19f4fbb,
 	  .ecx = 1u << 24 | 1u << 6 }, /* BUS_LOCK_DETECT, GFNI */
 	{ .function = 0xa, .eax = 0x07300802, .ebx = 0xffffffff, .edx = 0x603 },
+	/* the host's leaf 23H, sub-leaf 0 without the index flag, as an Intel host lists it */
+	{ .function = 0x23, .index = 0, .eax = 0x3f, .ebx = 0x7 },
 	{ .function = 0x80000000, .eax = 0x80000008 },
 };
 
@@ -170,7 +172,11 @@ ParameterizedTest(int *m, kvm_setup, cpuid_table)
 			cr_expect_eq(!!(e->ecx & (1u << 15)), !!(pm.ecx & (1u << 15)), "PDCM");
 			cr_expect_eq(!!(e->edx & (1u << 21)), !!(pm.edx & (1u << 21)), "DS");
 		}
-		if (e->function == 0x23) {
+		if (e->function == 0x23 && !has_23) {
+			/* the host's leaf stays, and says nothing */
+			cr_expect_eq(e->flags, KVM_CPUID_FLAG_SIGNIFCANT_INDEX);
+			cr_expect_eq(e->eax | e->ebx | e->ecx | e->edx, 0);
+		} else if (e->function == 0x23) {
 			struct vpmu_cpuid_entry a;
 
 			saw_23 = true;
