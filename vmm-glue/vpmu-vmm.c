@@ -174,19 +174,25 @@ static void pmu_log(void *data, enum vpmu_log_level level, const char *msg)
 
 static void summary(struct emu *emu)
 {
+	struct emu_port ports[64];
 	struct emu_stats s;
+	size_t n;
 
 	emu_get_stats(emu, &s);
 	fprintf(stderr,
 		"vpmu-vmm: guest: %llu instructions, %llu cycles (modelled); %llu blocks, "
 		"%llu instructions single-stepped in %llu stretches, %llu stops after an "
-		"overflowing "
-		"instruction; %llu TB flushes, %llu aliases (%llu flushes)\n",
+		"overflowing instruction; %llu TB flushes\n",
 		(unsigned long long) s.instructions, (unsigned long long) s.cycles,
 		(unsigned long long) s.blocks, (unsigned long long) s.stepped,
 		(unsigned long long) s.step_entries, (unsigned long long) s.until_stops,
-		(unsigned long long) s.tb_flushes, (unsigned long long) s.aliases,
-		(unsigned long long) s.alias_flushes);
+		(unsigned long long) s.tb_flushes);
+	fprintf(stderr,
+		"vpmu-vmm: memory: %llu windows, %llu pages mapped on first touch, %llu dropped "
+		"at %llu paging changes, %llu full drops, %llu writes to translated code\n",
+		(unsigned long long) s.windows, (unsigned long long) s.window_pages,
+		(unsigned long long) s.window_unmaps, (unsigned long long) s.resyncs,
+		(unsigned long long) s.window_flushes, (unsigned long long) s.smc_events);
 	fprintf(stderr,
 		"vpmu-vmm: exits: %llu MSR, %llu CPUID, %llu RDPMC, %llu I/O; events: %llu "
 		"interrupts, %llu NMIs, %llu exceptions, %llu PMIs\n",
@@ -199,6 +205,12 @@ static void summary(struct emu *emu)
 			"vpmu-vmm: host-counter overflows: %llu stopped the guest to poll the "
 			"vPMU\n",
 			(unsigned long long) s.kicks);
+	n = emu_unknown_ports(emu, ports, sizeof(ports) / sizeof(ports[0]));
+	for (size_t i = 0; i < n; i++)
+		fprintf(stderr,
+			"vpmu-vmm: guest %s I/O port %#x (%u bytes) where no device is: reads "
+			"all ones, writes dropped\n",
+			ports[i].write ? "wrote" : "read", ports[i].port, ports[i].size);
 	summary_vpmu(emu_vpmu(emu));
 }
 
