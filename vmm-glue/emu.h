@@ -92,6 +92,13 @@ struct platform *emu_platform(struct emu *emu);
 int emu_boot(struct emu *emu, const struct vmm_boot *boot, uint64_t arg, char *err, size_t errlen);
 
 /*
+ * Load a Linux bzImage (an emu created with EMU_LAYOUT_LINUX), its
+ * command line and initrd, and put the vCPU at its 64-bit entry.
+ */
+int emu_load_linux(struct emu *emu, const void *image, size_t size, const char *cmdline,
+		   const void *initrd, size_t initrd_size, char *err, size_t errlen);
+
+/*
  * The Linux 64-bit boot protocol's entry state: paging on with `cr3`, CS
  * 0x10 and DS/ES/SS 0x18 from the GDT at `gdt`, RSI = the zero page.
  */
