@@ -18,8 +18,7 @@
  *   CF8H, CFCH-CFFH   PCI configuration mechanism #1, no devices
  *   CF9H              reset control
  *
- * Policy for every other port (documented for users in the README):
- * reads return all ones, as an ISA bus with nothing on it does, writes
+ * Policy for every other port: reads return all ones, as an ISA bus with nothing on it does, writes
  * are dropped, and the access is recorded once per (port, direction,
  * size) so that `vpmu-vmm --verbose` lists what the guest touched that
  * nothing models. An unknown port is never fatal. Accesses wider than a
@@ -262,6 +261,13 @@ static void after_write(struct platform *p)
 		stop(p, PLATFORM_STOP_POWEROFF, 0);
 }
 
+/* Ports of the devices that count time: the PIT, port 61H, the PM timer. */
+static bool timed_port(uint16_t port)
+{
+	return (port >= 0x40 && port <= 0x43) || port == PORT_SYS_CTRL_B ||
+	       (port >= PORT_ACPI_PM_TMR && port < PORT_ACPI_PM_TMR + ACPI_PM_TMR_LEN);
+}
+
 /* One byte of a byte-wide device; false if nothing decodes `port`. */
 static bool byte_io(struct platform *p, uint16_t port, bool write, uint8_t *v, uint64_t t)
 {
@@ -275,6 +281,8 @@ static bool byte_io(struct platform *p, uint16_t port, bool write, uint8_t *v, u
 			*v = 0xff;
 		return true;
 	}
+	if (!p->tsc_hz && timed_port(port))
+		return false; /* no clock: no timers (see platform.h) */
 	if (acpi_pm_decodes(port)) {
 		if (write)
 			acpi_pm_write(&p->pm, port, *v, t);

@@ -98,7 +98,13 @@ struct platform {
 	uint64_t unknown_accesses; /* all accesses to them */
 };
 
-/* Time stands still (guest TSC 0) until platform_set_clock. */
+/*
+ * Until platform_set_clock there is no clock: the devices that count time
+ * (PIT, port 61H, PM timer) are absent, their ports read all ones and are
+ * recorded as unknown, as before they were modelled (a PIT frozen in time
+ * would hang Linux's PIT calibration, which polls port 61H for OUT2), and
+ * the RTC reads RTC_DEFAULT_EPOCH without advancing.
+ */
 void platform_init(struct platform *p, FILE *serial_out, uint64_t ram_size, uint16_t cpus);
 
 /*

@@ -103,6 +103,8 @@ static void check_acpi(unsigned int cpus)
 	cr_expect_eq(sum(rsdp, 36), 0, "RSDP extended checksum");
 	cr_expect_eq(rsdp[15], 2, "revision 2: XSDT present");
 	cr_expect_eq(g32(rsdp + 20), 36);
+	cr_expect_eq(memcmp(rsdp + 9, "VPMU  ", 6), 0, "OEMID");
+	cr_expect_eq(rsdp[33] | rsdp[34] | rsdp[35], 0, "reserved");
 
 	rsdt = sdt(g32(rsdp + 16), "RSDT", &len);
 	cr_expect_eq(len, 36 + 2 * 4);

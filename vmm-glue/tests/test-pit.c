@@ -142,6 +142,8 @@ Test(pit, read_back_status_and_null_count)
 	cr_expect_eq(pit_read(&p, PORT_PIT_CH0, T(60)), 0xf4,
 		     "OUT 1, NULL COUNT 1 before the load, LSB/MSB, mode 2, binary");
 	cr_expect_eq(read16(PORT_PIT_CH0, T(60)), 0x1000, "the count latched at tick 50");
+	pit_write(&p, PORT_PIT_MODE, 0xe2, T(51));
+	cr_expect_eq(pit_read(&p, PORT_PIT_CH0, T(51)), 0xb4, "loaded on the CLK of tick 51");
 	pit_write(&p, PORT_PIT_MODE, 0xc2, T(61));
 	cr_expect_eq(pit_read(&p, PORT_PIT_CH0, T(61)), 0xb4, "NULL COUNT 0 once loaded");
 	cr_expect_eq(read16(PORT_PIT_CH0, T(61)), 0x1000 - 10);

@@ -280,3 +280,20 @@ Test(platform, devices_on_the_clock)
 	now = 7 * TSC_HZ;
 	cr_expect_eq(in(PORT_RTC_INDEX, 2), 0x07ff);
 }
+
+/* Without a clock the timers are absent (all ones, recorded); the rest works */
+Test(platform, no_clock_no_timers)
+{
+	uint32_t v = 0;
+
+	platform_init(&p, NULL, 128ull << 20, 1);
+	cr_expect_eq(platform_io(&p, PORT_SYS_CTRL_B, 1, false, &v), PLATFORM_IO_NONE);
+	cr_expect_eq(v, 0xff, "OUT2 reads high: Linux's calibration loop ends");
+	cr_expect_eq(platform_io(&p, 0x42, 1, false, &v), PLATFORM_IO_NONE);
+	cr_expect_eq(platform_io(&p, PORT_ACPI_PM_TMR, 4, false, &v), PLATFORM_IO_NONE);
+	cr_expect_eq(v, 0xffffffffu);
+	cr_expect_eq(p.nr_unknown, 3);
+	out(PORT_RTC_INDEX, 1, RTC_YEAR);
+	cr_expect_eq(in(PORT_RTC_DATA, 1), 0x24, "the RTC reads its epoch, 2024");
+	cr_expect_eq(in(PORT_ACPI_PM1A_CNT, 2), ACPI_PM1_SCI_EN);
+}
