@@ -36,12 +36,14 @@ static void counter_stats(struct vpmu_vcpu *vcpu, unsigned int ctr, unsigned int
 	}
 	cs->error = hw->error;
 	cs->time_enabled = cs->time_running = 0;
+	vcpu->stats.time_discarded[slot] = 0;
 	if (vcpu->backend->info && hw->backed) {
 		struct vpmu_backend_info bi;
 
 		vcpu->backend->info(vcpu->backend_state, ctr, &bi);
 		cs->time_enabled = bi.time_enabled;
 		cs->time_running = bi.time_running;
+		vcpu->stats.time_discarded[slot] = bi.time_discarded;
 		if (bi.degraded) {
 			cs->flags |= VPMU_CTR_DEGRADED;
 			if (!cs->error)
