@@ -224,10 +224,12 @@ static void summary_vpmu(struct vpmu_vcpu *vcpu)
 			continue;
 		if (c->time_enabled)
 			fprintf(stderr,
-				"vpmu-vmm:   %s%u host event enabled %llu ns, running %llu ns\n",
+				"vpmu-vmm:   %s%u host event enabled %llu ns, running %llu ns, "
+				"discarded at reloads %llu ns\n",
 				i < 8 ? "gp" : "fixed", i < 8 ? i : i - 8,
 				(unsigned long long) c->time_enabled,
-				(unsigned long long) c->time_running);
+				(unsigned long long) c->time_running,
+				(unsigned long long) v.time_discarded[i]);
 		state = c->flags & VPMU_CTR_UNBACKED   ? "unbacked"
 			: c->flags & VPMU_CTR_FILTERED ? "filtered"
 			: c->flags & VPMU_CTR_DEGRADED ? "degraded"
