@@ -803,6 +803,7 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 	if (cfg->pmu) {
 		vpmu_config_init(&vc);
 		vc.model = cfg->model;
+		vc.version = cfg->pmu_version ? cfg->pmu_version : -1;
 		vc.backend = (enum vpmu_backend) cfg->pmu_backend;
 		vc.signo = cfg->pmu_signo;
 		vc.pmi = pmi_cb;

@@ -31,6 +31,8 @@ struct emu_config {
 				none, the emulator looks for host overflows between blocks */
 	vpmu_log_fn pmu_log; /* the vPMU's warnings and errors; NULL: none */
 	void *pmu_log_data;
+	/* the perfmon version the vPMU exposes (vpmu_config.version); 0: the model's */
+	int pmu_version;
 };
 
 struct emu_stats {

@@ -49,7 +49,10 @@ static void usage(FILE *f)
 		"                              hardware PMU to back guest counters, else emu "
 		"(default auto)\n"
 		"  --smp N                     vCPUs (KVM only; default 1)\n"
-		"  --cpu MODEL                 guest CPU model (default Skylake-Server)\n"
+		"  --cpu MODEL[,perfmon=N]     guest CPU model (default Skylake-Server), its PMU "
+		"narrowed\n"
+		"                              to architectural perfmon version N (2 up to the "
+		"model's)\n"
 		"  --mem SIZE                  guest RAM, e.g. 128M, 1G (default 128M; no suffix: "
 		"MiB)\n"
 		"  --host-counters auto|exact|time|perf  what backs guest counters: exact (the "
@@ -118,6 +121,26 @@ static int parse_size(const char *s, uint64_t *ret)
 	if (*end || !v || v > (1ull << 40) / mul)
 		return -EINVAL;
 	*ret = v * mul;
+	return 0;
+}
+
+/* --cpu MODEL[,perfmon=N]: cuts `arg` at the comma; *ret_version 0 without a suffix. */
+static int parse_cpu(char *arg, int *ret_version)
+{
+	char *opt = strchr(arg, ','), *end;
+	long v;
+
+	*ret_version = 0;
+	if (!opt)
+		return 0;
+	if (strncmp(opt + 1, "perfmon=", 8))
+		return -EINVAL;
+	errno = 0;
+	v = strtol(opt + 9, &end, 10);
+	if (errno || end == opt + 9 || *end || v < 1 || v > 255)
+		return -EINVAL;
+	*opt = '\0';
+	*ret_version = (int) v;
 	return 0;
 }
 
@@ -859,6 +882,13 @@ int main(int argc, char **argv)
 			accel = optarg;
 			break;
 		case 'c':
+			if (parse_cpu(optarg, &cfg.pmu_version) < 0) {
+				fprintf(stderr,
+					"vpmu-vmm: --cpu %s: use MODEL or MODEL,perfmon=N (N: the "
+					"perfmon version, 2 up to the model's)\n",
+					optarg);
+				return EXIT_VMM_ERROR;
+			}
 			cfg.model = optarg;
 			break;
 		case 'm':
@@ -980,6 +1010,7 @@ int main(int argc, char **argv)
 		}
 		kvm_vm_config_init(&kc);
 		kc.model = cfg.model;
+		kc.pmu_version = cfg.pmu_version;
 		kc.mem_size = cfg.mem_size;
 		kc.smp = smp;
 		kc.pmu_filter = pmu_filter;
