@@ -7,6 +7,7 @@
 #include <criterion/parameterized.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -650,7 +651,7 @@ Test(stats, figures)
  * fixed 0 both count instructions and are published together, so any
  * torn copy shows them apart, or a count going backwards.
  */
-static atomic_bool done;
+static atomic_bool done, reading;
 
 static void *reader(void *arg)
 {
@@ -670,6 +671,7 @@ static void *reader(void *arg)
 		}
 		last = st.counters[0].count;
 		reads++;
+		atomic_store(&reading, true);
 	}
 	return reads ? NULL : (void *) 2;
 }
@@ -686,7 +688,11 @@ Test(stats, concurrent_reader_sees_no_torn_values)
 	/* sync k publishes 7 * (k - 1) instructions: every field comes from one publication */
 	vpmu_vcpu_sync(v);
 	atomic_store(&done, false);
+	atomic_store(&reading, false);
 	cr_assert_eq(pthread_create(&t, NULL, reader, v), 0);
+	/* however busy the machine, the reader has started before the writer does */
+	while (!atomic_load(&reading))
+		sched_yield();
 	for (int i = 0; i < 200000; i++) {
 		run(v, 7, 0);
 		vpmu_vcpu_sync(v); /* publishes */
