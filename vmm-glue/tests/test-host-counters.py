@@ -18,8 +18,8 @@ stopped, then checks:
   * the host event's running time, accounted exactly: running - discarded
     (--verbose: "discarded at reloads", the time a reload that came later
     than the host's sampling grid allows threw away) = overflows x 1 ms +
-    the guest's partial last period, to 1 us (ns vs cycles round at each
-    re-arm). Nothing is lost and nothing counted twice.
+    the guest's partial last period, to 0.2 ms (measured: under 1 ns; see
+    TOLERANCE_NS). Nothing is lost and nothing counted twice.
   * PMIs vs the CPU time window measured from outside: 400 PMIs ~ window /
     1 ms, within +-25%. Why 25%: the window is measured through a pty round
     trip of this process, which a loaded 2-CPU machine may deschedule for
@@ -59,7 +59,11 @@ failures = []
 PERIOD_MS = 1.0
 PMIS = 400
 SKIP = 77
-TOLERANCE_NS = 1000
+# perf's task-clock count can step back some us between an overflow sample
+# (which the vPMU counts) and a later read when the thread is preempted in
+# between (seen: 30 us under ASan on a busy machine); ns/cycle rounding adds
+# under 1 ns per re-arm. A fifth of a period: less than one PMI either way.
+TOLERANCE_NS = 200000
 LATE_PERIODS = 3  # timer-pmi.c: how long its slow handlers wait before the reload
 
 
