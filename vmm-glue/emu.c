@@ -606,6 +606,7 @@ static int new_vpmu(struct emu *emu, const struct emu_config *cfg, char *err, si
 	}
 	vpmu_config_init(&vc);
 	vc.model = cfg->model;
+	vc.version = cfg->pmu_version ? cfg->pmu_version : -1;
 	vc.backend = (enum vpmu_backend) cfg->pmu_backend;
 	vc.signo = cfg->pmu_signo;
 	vc.pmi = pmi_cb;

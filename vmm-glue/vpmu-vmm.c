@@ -50,7 +50,10 @@ static void usage(FILE *f)
 		"                              hardware PMU to back guest counters, else emu "
 		"(default auto)\n"
 		"  --smp N                     vCPUs (KVM only; default 1)\n"
-		"  --cpu MODEL                 guest CPU model (default Skylake-Server)\n"
+		"  --cpu MODEL[,perfmon=N]     guest CPU model (default Skylake-Server), its PMU "
+		"narrowed\n"
+		"                              to architectural perfmon version N (2 up to the "
+		"model's)\n"
 		"  --mem SIZE                  guest RAM, e.g. 128M, 1G (default 128M; no suffix: "
 		"MiB)\n"
 		"  --host-counters auto|exact|time|perf  what backs guest counters: exact (the "
@@ -120,6 +123,26 @@ static int parse_size(const char *s, uint64_t *ret)
 	if (*end || !v || v > (1ull << 40) / mul)
 		return -EINVAL;
 	*ret = v * mul;
+	return 0;
+}
+
+/* --cpu MODEL[,perfmon=N]: cuts `arg` at the comma; *ret_version 0 without a suffix. */
+static int parse_cpu(char *arg, int *ret_version)
+{
+	char *opt = strchr(arg, ','), *end;
+	long v;
+
+	*ret_version = 0;
+	if (!opt)
+		return 0;
+	if (strncmp(opt + 1, "perfmon=", 8))
+		return -EINVAL;
+	errno = 0;
+	v = strtol(opt + 9, &end, 10);
+	if (errno || end == opt + 9 || *end || v < 1 || v > 255)
+		return -EINVAL;
+	*opt = '\0';
+	*ret_version = (int) v;
 	return 0;
 }
 
@@ -241,10 +264,12 @@ static void summary_vpmu(struct vpmu_vcpu *vcpu)
 			continue;
 		if (c->time_enabled)
 			fprintf(stderr,
-				"vpmu-vmm:   %s%u host event enabled %llu ns, running %llu ns\n",
+				"vpmu-vmm:   %s%u host event enabled %llu ns, running %llu ns, "
+				"discarded at reloads %llu ns\n",
 				i < 8 ? "gp" : "fixed", i < 8 ? i : i - 8,
 				(unsigned long long) c->time_enabled,
-				(unsigned long long) c->time_running);
+				(unsigned long long) c->time_running,
+				(unsigned long long) v.time_discarded[i]);
 		state = c->flags & VPMU_CTR_UNBACKED   ? "unbacked"
 			: c->flags & VPMU_CTR_FILTERED ? "filtered"
 			: c->flags & VPMU_CTR_DEGRADED ? "degraded"
@@ -939,6 +964,13 @@ int main(int argc, char **argv)
 			accel = optarg;
 			break;
 		case 'c':
+			if (parse_cpu(optarg, &cfg.pmu_version) < 0) {
+				fprintf(stderr,
+					"vpmu-vmm: --cpu %s: use MODEL or MODEL,perfmon=N (N: the "
+					"perfmon version, 2 up to the model's)\n",
+					optarg);
+				return EXIT_VMM_ERROR;
+			}
 			cfg.model = optarg;
 			break;
 		case 'm':
@@ -1085,6 +1117,7 @@ int main(int argc, char **argv)
 		}
 		kvm_vm_config_init(&kc);
 		kc.model = cfg.model;
+		kc.pmu_version = cfg.pmu_version;
 		kc.mem_size = cfg.mem_size;
 		kc.smp = smp;
 		kc.pmu_filter = pmu_filter;

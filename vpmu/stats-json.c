@@ -88,7 +88,7 @@ static const char *event_name(const struct vpmu_event_table *t, unsigned int slo
 }
 
 static void put_counter(struct out *o, const struct vpmu_event_table *t, unsigned int slot,
-			const struct vpmu_counter_stats *c)
+			const struct vpmu_counter_stats *c, uint64_t time_discarded)
 {
 	static const struct {
 		uint32_t bit;
@@ -110,9 +110,10 @@ static void put_counter(struct out *o, const struct vpmu_event_table *t, unsigne
 		put(o, "null");
 	put(o,
 	    ",\"count\":%" PRIu64 ",\"time_enabled\":%" PRIu64 ",\"time_running\":%" PRIu64
-	    ",\"overflows\":%" PRIu64 ",\"creates\":%" PRIu64 ",\"updates\":%" PRIu64
-	    ",\"flags\":[",
-	    c->count, c->time_enabled, c->time_running, c->overflows, c->creates, c->updates);
+	    ",\"time_discarded\":%" PRIu64 ",\"overflows\":%" PRIu64 ",\"creates\":%" PRIu64
+	    ",\"updates\":%" PRIu64 ",\"flags\":[",
+	    c->count, c->time_enabled, c->time_running, time_discarded, c->overflows, c->creates,
+	    c->updates);
 	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
 		if (!(c->flags & flags[i].bit))
 			continue;
@@ -171,7 +172,7 @@ int vpmu_stats_to_json(const struct vpmu_stats *st, unsigned int index, char *bu
 			continue;
 		if (!first)
 			put(&o, ",");
-		put_counter(&o, t, i, &st->counters[i]);
+		put_counter(&o, t, i, &st->counters[i], st->time_discarded[i]);
 		first = false;
 	}
 	put(&o, "]}");

@@ -16,6 +16,7 @@ import socket
 import stat
 import subprocess
 import sys
+import shutil
 import tempfile
 import threading
 import time
@@ -141,9 +142,14 @@ def self_test_checker():
 
 # ---- the test --------------------------------------------------------------
 
+# every vpmu-vmm started, killed at the end if still running (a failed check must not leave one)
+started = []
+
+
 def start_vmm(sock, wait_ready=True):
     p = subprocess.Popen([VMM, '--accel', 'emu', '--stats', sock, KERNEL], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
+    started.append(p)
     lines = []
     if wait_ready:
         for line in p.stdout:
@@ -272,6 +278,18 @@ def cred_check(sock):
 def main():
     self_test_checker()
     tmp = tempfile.mkdtemp(prefix='vpmu-stat-')
+    try:
+        return checks(tmp)
+    finally:
+        for p in started:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        # the test's own fake server socket is in there too
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def checks(tmp):
     sock = os.path.join(tmp, 'vm.sock')
     vmm, lines = start_vmm(sock)
     out = ''.join(lines)
@@ -312,9 +330,10 @@ def main():
           '--json: gp1 overflowed once per PMI')
     check(v['pmis_requested'] == pmis and v['pmis_delivered'] == pmis, '--json: PMIs requested/delivered')
     check(ctr['gp2']['state'] == 'idle' and ctr['gp2']['event'] is None, '--json: idle counter')
-    check(len(v['counters']) == 7 and v['version'] == 2 and v['msr_writes'] > 0,
-          '--json: 4 GP + 3 fixed counters, stats fields (struct version 2)')
-    check(all(c['time_enabled'] == 0 and c['time_running'] == 0 for c in v['counters']),
+    check(len(v['counters']) == 7 and v['version'] == 3 and v['msr_writes'] > 0,
+          '--json: 4 GP + 3 fixed counters, stats fields (struct version 3)')
+    check(all(c['time_enabled'] == 0 and c['time_running'] == 0 and c['time_discarded'] == 0
+              for c in v['counters']),
           '--json: the exact backend has no host times')
     for f in ('seq', 'msr_reads', 'msr_writes', 'msr_faults', 'rdpmcs', 'syncs', 'backend_ops',
               'backend_reads', 'creates', 'overflows', 'pmis_requested', 'pmis_delivered',
@@ -404,10 +423,6 @@ def main():
         check(p.returncode == 128 + sig and not os.path.exists(s2),
               f'{sig.name}: vpmu-vmm stops, exits {128 + sig} and removes the socket ({p.returncode})')
 
-    try:
-        os.rmdir(tmp)
-    except OSError:
-        pass
     print(f'{len(failures)} failed')
     return 1 if failures else 0
 

@@ -332,7 +332,7 @@ VPMU_API void vpmu_pmi_delivered(struct vpmu_vcpu *vcpu);
 
 /* ---- statistics ---------------------------------------------------------- */
 
-#define VPMU_STATS_VERSION  2  /* 2: host times per counter */
+#define VPMU_STATS_VERSION  3  /* 2: host times per counter; 3: time_discarded */
 #define VPMU_STATS_COUNTERS 16 /* slots: GP i at i, fixed i at 8 + i */
 
 /* vpmu_counter_stats.flags */
@@ -382,6 +382,19 @@ struct vpmu_stats {
 	char model[32];
 	char backend[16];
 	struct vpmu_counter_stats counters[VPMU_STATS_COUNTERS];
+	/*
+	 * Per counter slot (as counters[]), time backend: ns of the host
+	 * event's time_running that it counted and a guest write of the
+	 * counter (a reload) discarded before they reached the counter
+	 * value. A reload that keeps the host's sampling grid discards
+	 * nothing; one that comes later than the grid allows (the guest's
+	 * handler took longer than a period) starts the new period at the
+	 * reload and discards the time since the last fold. So for a guest
+	 * that samples with period P and reloads at each overflow,
+	 * time_running - time_discarded is overflows x P plus the partial
+	 * last period. 0 for other backends.
+	 */
+	uint64_t time_discarded[VPMU_STATS_COUNTERS];
 };
 
 /*
@@ -394,9 +407,9 @@ VPMU_API int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *re
 /*
  * `st` (one vCPU's figures, index `index` in its VM) as one JSON object,
  * the element of a snapshot's "vcpus" array: {"index", "model", "backend",
- * every field of struct vpmu_stats, "counters": [{"slot", "kind" ("gp" or
+ * every scalar field of struct vpmu_stats, "counters": [{"slot", "kind" ("gp" or
  * "fixed"), "index", "config", "event" (catalogue name or null), "count",
- * "time_enabled", "time_running", "overflows", "creates", "updates",
+ * "time_enabled", "time_running", "time_discarded", "overflows", "creates", "updates",
  * "flags", "state" ("backed", "unbacked", "filtered" or "idle"), "error"},
  * ...]} for each implemented counter.
  * Written NUL-terminated to `buf`; *ret_len is its length without the NUL.
