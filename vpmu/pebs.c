@@ -251,7 +251,7 @@ static void arch_assist(struct vpmu_vcpu *vcpu, unsigned int ctr, const struct p
 	reload(vcpu, ctr, (cfg_c & ARCH_PEBS_RELOAD) | ~ARCH_PEBS_RELOAD);
 }
 
-void pebs_assist(struct vpmu_vcpu *vcpu)
+bool pebs_assist(struct vpmu_vcpu *vcpu)
 {
 	struct vpmu_guest_regs regs;
 	struct walk_paging paging;
@@ -261,7 +261,7 @@ void pebs_assist(struct vpmu_vcpu *vcpu)
 	memset(&regs, 0, sizeof(regs));
 	if (!vcpu->regs || vcpu->regs(vcpu->regs_data, vcpu, &regs) < 0) {
 		vcpu->stats.pebs_deferred++;
-		return;
+		return false;
 	}
 	vcpu->pebs_pending = 0;
 	sample_from(vcpu, &regs, &s);
@@ -273,4 +273,5 @@ void pebs_assist(struct vpmu_vcpu *vcpu)
 		legacy_assist(vcpu, ctrs, &s, &paging);
 	}
 	vcpu->stats_dirty = true;
+	return true;
 }

@@ -17,7 +17,7 @@ static void counter_stats(struct vpmu_vcpu *vcpu, unsigned int ctr, unsigned int
 	const struct vpmu_hw *hw = counter_hw(vcpu, ctr);
 	bool fixed = ctr >= 32;
 
-	/* a wrap found here is handled by the caller's next apply() */
+	/* a wrap found here is only queued: the next apply() handles it */
 	if (vcpu->backend->cheap_read)
 		counter_fold(vcpu, ctr);
 	cs->config = fixed ? (vcpu->fixed_ctrl >> (4 * (ctr - 32))) & 0xf : vcpu->gp[ctr].evtsel;
@@ -94,6 +94,7 @@ int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret)
 
 void vpmu_pmi_delivered(struct vpmu_vcpu *vcpu)
 {
+	vcpu->pmi_outstanding = false;
 	vcpu->stats.pmis_delivered++;
 	stats_publish(vcpu);
 }

@@ -179,6 +179,7 @@ void vpmu_vcpu_reset(struct vpmu_vcpu *vcpu, enum vpmu_reset_kind kind)
 	vcpu->global_ctrl = vcpu->model.version >= 2 ? vcpu->mask.gp : 0;
 	vcpu->global_status = 0;
 	vcpu->pebs_pending = 0;
+	vcpu->pmi_due = vcpu->pmi_outstanding = vcpu->pmi_restore = false;
 	vcpu->perf_metrics = 0;
 	vcpu->debugctl = 0;
 	vcpu->pebs_enable = 0;

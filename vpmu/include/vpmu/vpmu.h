@@ -201,10 +201,11 @@ VPMU_API int vpmu_vcpu_sync(struct vpmu_vcpu *vcpu);
 VPMU_API int vpmu_vcpu_poll(struct vpmu_vcpu *vcpu);
 
 /*
- * Host backends: whether a host counter has reported an overflow that
- * vpmu_vcpu_poll() has not taken yet, read from the event's ring buffer
- * (two loads a counter, no syscall; false for the exact and none
- * backends). For a VMM that runs guest code on the vCPU thread itself,
+ * Whether vpmu_vcpu_poll() or vpmu_vcpu_sync() has work to do: a host
+ * counter reported an overflow that poll has not taken yet (read from
+ * the event's ring buffer: two loads a counter, no syscall), or a guest
+ * read found a counter wrapped and its PMI or PEBS record waits for the
+ * next sync. For a VMM that runs guest code on the vCPU thread itself,
  * as an emulator does: with vpmu_config.signo = -1 it asks this every
  * few translated blocks instead of taking a signal per overflow (whose
  * handler costs an rt_sigreturn), and polls when it says true.
