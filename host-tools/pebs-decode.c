@@ -121,16 +121,6 @@ static int get_cntr_group(struct cursor *c, struct pebs_decoded *d, const char *
 
 static int decode_fmt3(const uint8_t *buf, size_t len, struct pebs_decoded *d, const char **why)
 {
-	/* Fig 20-10: the legacy register order. */
-	static const struct {
-		unsigned int off;
-		enum pebs_gpr reg;
-	} legacy[] = {
-		{ PEBS3_RAX, PEBS_RAX }, { PEBS3_RBX, PEBS_RBX }, { PEBS3_RCX, PEBS_RCX },
-		{ PEBS3_RDX, PEBS_RDX }, { PEBS3_RSI, PEBS_RSI }, { PEBS3_RDI, PEBS_RDI },
-		{ PEBS3_RBP, PEBS_RBP }, { PEBS3_RSP, PEBS_RSP },
-	};
-
 	if (len < PEBS3_SIZE) {
 		*why = "truncated format 3 record (200 bytes each)";
 		return -EMSGSIZE;
@@ -139,10 +129,9 @@ static int decode_fmt3(const uint8_t *buf, size_t len, struct pebs_decoded *d, c
 	d->groups = PEBS_DEC_BASIC | PEBS_DEC_MEMINFO | PEBS_DEC_GPRS;
 	d->rflags = get64(buf + PEBS3_RFLAGS);
 	d->ip = get64(buf + PEBS3_RIP);
-	for (unsigned int i = 0; i < ARRAY_SIZE(legacy); i++)
-		d->gpr[legacy[i].reg] = get64(buf + legacy[i].off);
-	for (unsigned int r = PEBS_R8; r <= PEBS_R15; r++)
-		d->gpr[r] = get64(buf + PEBS3_R(r));
+	/* Figure 20-10: the legacy register order */
+	for (unsigned int r = 0; r < PEBS_NR_GPRS; r++)
+		d->gpr[r] = get64(buf + pebs3_gpr_offset(r));
 	d->applicable = get64(buf + PEBS3_APPLICABLE);
 	d->dla = get64(buf + PEBS3_DLA);
 	d->data_src = get64(buf + PEBS3_DATA_SRC);

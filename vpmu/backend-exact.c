@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "bits.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "pmu.h"
 
 enum field {

@@ -12,7 +12,7 @@
 
 #include "bits.h"
 #include "filter.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "pmu.h"
 
 #define FIXED_BASE 32

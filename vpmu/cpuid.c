@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "bits.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "pmu.h"
 
 #define CPUID_1_ECX_DTES64 BIT_ULL(2)

@@ -18,7 +18,7 @@
 
 #include "bits.h"
 #include "filter.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 
 /* Plain entries are kept as masked ones with mask 0xff, match = umask. */
 struct filter_entry {

@@ -7,7 +7,7 @@
  * suppress branch classes (Tables 20-11..13).
  */
 #include "bits.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "pmu.h"
 
 #define LBR_SEL_CPL_EQ_0   BIT_ULL(0)

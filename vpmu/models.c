@@ -12,7 +12,7 @@
 
 #include "bits.h"
 #include "model.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "events.h"
 
 #define CAP_LBR_FMT(n)	FIELD_PREP(PERF_CAP_LBR_FMT, n)

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "bits.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "pmu.h"
 
 enum msr_kind {
@@ -44,6 +44,20 @@ enum msr_kind {
 	K_NR,
 };
 _Static_assert(K_NR <= VPMU_MSR_KINDS, "struct vpmu_vcpu.msr_count too small");
+/*
+ * classify() finds the kind of 38DH..392H by arithmetic, K_FIXED_CTRL +
+ * (msr - 38DH): those six kinds must follow each other in address order.
+ */
+#define KIND_AT(kind, msr) ((kind) -K_FIXED_CTRL == (msr) -MSR_CORE_PERF_FIXED_CTR_CTRL)
+_Static_assert(KIND_AT(K_GLOBAL_STATUS, MSR_CORE_PERF_GLOBAL_STATUS), "GLOBAL_STATUS at 38EH");
+_Static_assert(KIND_AT(K_GLOBAL_CTRL, MSR_CORE_PERF_GLOBAL_CTRL), "GLOBAL_CTRL at 38FH");
+_Static_assert(KIND_AT(K_GLOBAL_OVF_CTRL, MSR_CORE_PERF_GLOBAL_OVF_CTRL),
+	       "GLOBAL_OVF_CTRL at 390H");
+_Static_assert(KIND_AT(K_GLOBAL_STATUS_SET, MSR_CORE_PERF_GLOBAL_STATUS_SET),
+	       "GLOBAL_STATUS_SET at 391H");
+_Static_assert(KIND_AT(K_GLOBAL_INUSE, MSR_CORE_PERF_GLOBAL_INUSE), "GLOBAL_INUSE at 392H");
+/* a table entry holds the kind in bits 13:8 and the index in bits 7:0 */
+_Static_assert(K_NR <= 0x40 && VPMU_MAX_LBR <= 0x100, "kind and index fit a table entry");
 
 /*
  * Architectural address ranges, ascending. `span` is how many registers

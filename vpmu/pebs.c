@@ -25,18 +25,9 @@
 #include <string.h>
 
 #include "bits.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "pebs-record.h"
 #include "pmu.h"
-
-/* DS buffer management area, 64-bit layout (Fig 20-8, Fig 22-69) */
-#define DS_PEBS_BASE	    0x20
-#define DS_PEBS_INDEX	    0x28
-#define DS_PEBS_ABS_MAX	    0x30
-#define DS_PEBS_THRESHOLD   0x38
-#define DS_PEBS_GP_RESET(n) (0x40 + 8 * (n))
-/* fixed reset slots follow the GP ones: 8 GP for format 4, 32 for 5/6 (§22.6.2.4.2) */
-#define DS_PEBS_FIXED_RESET(fmt, n) ((fmt) == 4 ? 0x80 + 8 * (n) : 0x140 + 8 * (n))
 
 #define MAX_RECORD 4096 /* larger than any record any format builds */
 

@@ -14,7 +14,7 @@
 #include "bits.h"
 #include "events.h"
 #include "model.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "vpmu/vpmu.h"
 
 struct out {

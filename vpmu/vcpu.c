@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "bits.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "pmu.h"
 
 VPMU_PRINTF(5, 0)

@@ -948,3 +948,35 @@ Test(pebs_record, arch_invalid_and_short)
 	cr_expect_eq(arch_pebs_record_build(&cfg, &s, buf, size), size);
 	expect_untouched_from(size);
 }
+
+/*
+ * The public layouts (vpmu/pebs.h, vpmu/msr.h) that the library, the VMM,
+ * the tools and the guest programs share, against the SDM's numbers:
+ * DS buffer management area (Vol. 3B Figure 20-8), reset slots
+ * (22.6.2.4.2), the legacy GPR block (Figure 20-10), the LVT mask bit
+ * (Vol. 3A Figure 11-8).
+ */
+Test(layout, public_headers_match_the_sdm)
+{
+	static const unsigned int legacy_off[16] = {
+		0x10, 0x20, 0x28, 0x18,
+		0x48, 0x40, 0x30, 0x38, /* RAX RCX RDX RBX RSP RBP RSI RDI */
+		0x50, 0x58, 0x60, 0x68,
+		0x70, 0x78, 0x80, 0x88, /* R8..R15 */
+	};
+
+	cr_expect_eq(DS_PEBS_BASE, 0x20);
+	cr_expect_eq(DS_PEBS_INDEX, 0x28);
+	cr_expect_eq(DS_PEBS_ABS_MAX, 0x30);
+	cr_expect_eq(DS_PEBS_THRESHOLD, 0x38);
+	cr_expect_eq(DS_PEBS_GP_RESET(0), 0x40);
+	cr_expect_eq(DS_PEBS_GP_RESET(7), 0x78);
+	cr_expect_eq(DS_PEBS_FIXED_RESET(4, 0), 0x80, "format 4: 8 GP slots, then fixed");
+	cr_expect_eq(DS_PEBS_FIXED_RESET(5, 1), 0x148, "formats 5/6: 32 GP slots, then fixed");
+	cr_expect_eq(DS_PEBS_FIXED_RESET(6, 3), 0x158);
+	for (unsigned int r = 0; r < 16; r++)
+		cr_expect_eq(pebs3_gpr_offset(r), legacy_off[r], "register %u", r);
+	cr_expect_eq(APIC_LVT_MASKED, 1u << 16);
+	cr_expect_eq(VPMU_FIELD_GET(APIC_LVT_DELIVERY_MODE, 0x10400), 4);
+	cr_expect_eq(VPMU_FIELD_PREP(VPMU_GENMASK_ULL(11, 8), 0xf), 0xf00);
+}

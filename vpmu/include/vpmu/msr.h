@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * PMU MSR addresses and their fields, named as in the SDM and Linux's
+ * msr-index.h so that a reader can search the manual for them. Optional
+ * for embedders: vpmu/vpmu.h does not need it. A VMM with its own MSR
+ * header may skip it; the values are the SDM's, so the same names with
+ * the same values coexist.
+ */
+#ifndef VPMU_MSR_H
+#define VPMU_MSR_H
+
+#include "vpmu/bits.h"
+
+/* SDM Vol. 4 Table 2-2 (not in seeds): counters and event selects. */
+#define MSR_IA32_PMC0			0x0c1 /* IA32_PMCx = 0xc1 + x, x < 8 */
+#define MSR_IA32_PERFCTR0		MSR_IA32_PMC0
+#define MSR_P6_EVNTSEL0			0x186 /* IA32_PERFEVTSELx = 0x186 + x */
+#define MSR_IA32_PMC0_FULL		0x4c1 /* IA32_A_PMCx = 0x4c1 + x */
+#define MSR_CORE_PERF_FIXED_CTR0	0x309 /* IA32_FIXED_CTRx = 0x309 + x */
+#define MSR_CORE_PERF_FIXED_CTR_CTRL	0x38d
+#define MSR_CORE_PERF_GLOBAL_STATUS	0x38e
+#define MSR_CORE_PERF_GLOBAL_CTRL	0x38f
+#define MSR_CORE_PERF_GLOBAL_OVF_CTRL	0x390 /* GLOBAL_STATUS_RESET in v4 */
+#define MSR_CORE_PERF_GLOBAL_STATUS_SET 0x391 /* v4+ */
+#define MSR_CORE_PERF_GLOBAL_INUSE	0x392 /* v4+ */
+#define MSR_PERF_METRICS		0x329
+#define MSR_IA32_PERF_CAPABILITIES	0x345
+#define MSR_IA32_MISC_ENABLE		0x1a0
+#define MSR_OFFCORE_RSP_0		0x1a6
+#define MSR_OFFCORE_RSP_1		0x1a7
+#define MSR_LBR_SELECT			0x1c8
+#define MSR_LBR_TOS			0x1c9
+#define MSR_IA32_DEBUGCTLMSR		0x1d9
+#define MSR_IA32_PEBS_ENABLE		0x3f1
+#define MSR_PEBS_DATA_CFG		0x3f2
+#define MSR_IA32_PEBS_BASE		0x3f4 /* architectural PEBS */
+#define MSR_IA32_PEBS_INDEX		0x3f5 /* architectural PEBS */
+#define MSR_PEBS_LD_LAT_THRESHOLD	0x3f6
+#define MSR_PEBS_FRONTEND		0x3f7
+#define MSR_IA32_DS_AREA		0x600
+#define MSR_LBR_NHM_FROM		0x680 /* Skylake+: 0x680 + i */
+#define MSR_LBR_NHM_TO			0x6c0 /* Skylake+: 0x6c0 + i */
+#define MSR_LBR_INFO_0			0xdc0 /* LBR format 5: 0xdc0 + i */
+/* Perfmon v6 per-counter MSR blocks (Linux names); only CFG_C is modelled. */
+#define MSR_IA32_PMC_V6_GP0_CFG_C 0x1903
+#define MSR_IA32_PMC_V6_FX0_CFG_C 0x1983
+#define MSR_IA32_PMC_V6_STEP	  4
+
+/* IA32_PERFEVTSELx: SDM §22.6.8.1 Fig 22-65 positions; 21, 32+ from Vol. 3B §21.2 */
+#define ARCH_PERFMON_EVENTSEL_EVENT	  VPMU_GENMASK_ULL(7, 0)
+#define ARCH_PERFMON_EVENTSEL_UMASK	  VPMU_GENMASK_ULL(15, 8)
+#define ARCH_PERFMON_EVENTSEL_USR	  VPMU_BIT_ULL(16)
+#define ARCH_PERFMON_EVENTSEL_OS	  VPMU_BIT_ULL(17)
+#define ARCH_PERFMON_EVENTSEL_EDGE	  VPMU_BIT_ULL(18)
+#define ARCH_PERFMON_EVENTSEL_PIN_CONTROL VPMU_BIT_ULL(19)
+#define ARCH_PERFMON_EVENTSEL_INT	  VPMU_BIT_ULL(20)
+#define ARCH_PERFMON_EVENTSEL_ANY	  VPMU_BIT_ULL(21)
+#define ARCH_PERFMON_EVENTSEL_ENABLE	  VPMU_BIT_ULL(22)
+#define ARCH_PERFMON_EVENTSEL_INV	  VPMU_BIT_ULL(23)
+#define ARCH_PERFMON_EVENTSEL_CMASK	  VPMU_GENMASK_ULL(31, 24)
+#define HSW_IN_TX			  VPMU_BIT_ULL(32)
+#define HSW_IN_TX_CHECKPOINTED		  VPMU_BIT_ULL(33)
+#define ICL_EVENTSEL_ADAPTIVE		  VPMU_BIT_ULL(34)	   /* §22.9.2.1 */
+#define ARCH_PERFMON_EVENTSEL_EQ	  VPMU_BIT_ULL(36)	   /* v6, CPUID.23H.0:EBX[1] */
+#define ARCH_PERFMON_EVENTSEL_UMASK2	  VPMU_GENMASK_ULL(47, 40) /* v6, CPUID.23H.0:EBX[0] */
+
+/* IA32_FIXED_CTR_CTRL: one nibble per counter, §22.6.2.1 Fig 22-45 */
+#define FIXED_CTRL_OS(i)       VPMU_BIT_ULL(4 * (i) + 0)
+#define FIXED_CTRL_USR(i)      VPMU_BIT_ULL(4 * (i) + 1)
+#define FIXED_CTRL_ANY(i)      VPMU_BIT_ULL(4 * (i) + 2)
+#define FIXED_CTRL_PMI(i)      VPMU_BIT_ULL(4 * (i) + 3)
+#define FIXED_CTRL_ADAPTIVE(i) VPMU_BIT_ULL(32 + 4 * (i)) /* Linux ICL_FIXED_0_ADAPTIVE */
+
+/* GLOBAL_STATUS / STATUS_RESET / STATUS_SET: §22.6.2.2; 48, 58, 59 per Vol. 3B §21.2.4 */
+#define GLOBAL_STATUS_FIXED_SHIFT      32
+#define GLOBAL_STATUS_PERF_METRICS_OVF VPMU_BIT_ULL(48)
+#define GLOBAL_STATUS_LBRS_FROZEN      VPMU_BIT_ULL(58)
+#define GLOBAL_STATUS_COUNTERS_FROZEN  VPMU_BIT_ULL(59)
+#define GLOBAL_STATUS_BUFFER_OVF       VPMU_BIT_ULL(62)
+#define GLOBAL_STATUS_COND_CHG	       VPMU_BIT_ULL(63)
+#define GLOBAL_CTRL_EN_PERF_METRICS    VPMU_BIT_ULL(48)
+#define GLOBAL_INUSE_PMI	       VPMU_BIT_ULL(63)
+
+/* IA32_PERF_CAPABILITIES, §22.8 Fig 22-67 */
+#define PERF_CAP_LBR_FMT	     VPMU_GENMASK_ULL(5, 0)
+#define PERF_CAP_PEBS_TRAP	     VPMU_BIT_ULL(6)
+#define PERF_CAP_ARCH_REG	     VPMU_BIT_ULL(7)
+#define PERF_CAP_PEBS_FORMAT	     VPMU_GENMASK_ULL(11, 8)
+#define PERF_CAP_FREEZE_WHILE_SMM    VPMU_BIT_ULL(12)
+#define PERF_CAP_FW_WRITES	     VPMU_BIT_ULL(13)
+#define PERF_CAP_PEBS_BASELINE	     VPMU_BIT_ULL(14)
+#define PERF_CAP_PERF_METRICS	     VPMU_BIT_ULL(15)
+#define PERF_CAP_PEBS_OUTPUT_PT	     VPMU_BIT_ULL(16)
+#define PERF_CAP_PEBS_TIMING_INFO    VPMU_BIT_ULL(17)
+#define PERF_CAP_RDPMC_METRICS_CLEAR VPMU_BIT_ULL(19)
+#define PEBS_FMT_ARCH		     0xf
+
+/* IA32_DEBUGCTL, SDM §20.4.1 Fig 20-3 (seed 004) */
+#define DEBUGCTLMSR_LBR			  VPMU_BIT_ULL(0)
+#define DEBUGCTLMSR_BTF			  VPMU_BIT_ULL(1)
+#define DEBUGCTLMSR_BUS_LOCK_DETECT	  VPMU_BIT_ULL(2)
+#define DEBUGCTLMSR_TR			  VPMU_BIT_ULL(6)
+#define DEBUGCTLMSR_BTS			  VPMU_BIT_ULL(7)
+#define DEBUGCTLMSR_BTINT		  VPMU_BIT_ULL(8)
+#define DEBUGCTLMSR_BTS_OFF_OS		  VPMU_BIT_ULL(9)
+#define DEBUGCTLMSR_BTS_OFF_USR		  VPMU_BIT_ULL(10)
+#define DEBUGCTLMSR_FREEZE_LBRS_ON_PMI	  VPMU_BIT_ULL(11)
+#define DEBUGCTLMSR_FREEZE_PERFMON_ON_PMI VPMU_BIT_ULL(12)
+#define DEBUGCTLMSR_UNCORE_PMI_EN	  VPMU_BIT_ULL(13)
+#define DEBUGCTLMSR_FREEZE_IN_SMM	  VPMU_BIT_ULL(14)
+#define DEBUGCTLMSR_RTM_DEBUG		  VPMU_BIT_ULL(15)
+
+/* MSR_PEBS_DATA_CFG, SDM §22.9.2.3 Table 22-102 */
+#define PEBS_DATACFG_MEMINFO	   VPMU_BIT_ULL(0)
+#define PEBS_DATACFG_GP		   VPMU_BIT_ULL(1)
+#define PEBS_DATACFG_XMMS	   VPMU_BIT_ULL(2)
+#define PEBS_DATACFG_LBRS	   VPMU_BIT_ULL(3)
+#define PEBS_DATACFG_CNTR	   VPMU_BIT_ULL(4)
+#define PEBS_DATACFG_METRICS	   VPMU_BIT_ULL(5)
+#define PEBS_DATACFG_LBR_ENTRIES   VPMU_GENMASK_ULL(31, 24)
+#define PEBS_DATACFG_INCLUDE_PMC   VPMU_GENMASK_ULL(47, 32)
+#define PEBS_DATACFG_INCLUDE_FIXED VPMU_GENMASK_ULL(55, 48)
+
+/* IA32_MISC_ENABLE perfmon bits, §22.6.2.4 Table 22-89 / §20.4.9 */
+#define MSR_IA32_MISC_ENABLE_EMON	  VPMU_BIT_ULL(7)
+#define MSR_IA32_MISC_ENABLE_BTS_UNAVAIL  VPMU_BIT_ULL(11)
+#define MSR_IA32_MISC_ENABLE_PEBS_UNAVAIL VPMU_BIT_ULL(12)
+
+/* RDPMC ECX encoding, SDM Vol. 2B RDPMC */
+#define RDPMC_FIXED   VPMU_BIT_ULL(30)
+#define RDPMC_FAST    VPMU_BIT_ULL(31)
+#define RDPMC_METRICS VPMU_BIT_ULL(29)
+
+/* MSR_LBR_INFO_x, seed 004 Table 20-16 */
+#define LBR_INFO_CYCLES	 VPMU_GENMASK_ULL(15, 0)
+#define LBR_INFO_ABORT	 VPMU_BIT_ULL(61)
+#define LBR_INFO_IN_TX	 VPMU_BIT_ULL(62)
+#define LBR_INFO_MISPRED VPMU_BIT_ULL(63)
+
+/*
+ * Architectural PEBS (§22.10, mostly beyond the seeds): field layout as
+ * Linux's msr-index.h / perf_event.h name it.
+ */
+#define ARCH_PEBS_RELOAD       VPMU_GENMASK_ULL(31, 0)
+#define ARCH_PEBS_CNTR_ALLOW   VPMU_BIT_ULL(35)
+#define ARCH_PEBS_CNTR_GP      VPMU_BIT_ULL(36)
+#define ARCH_PEBS_CNTR_FIXED   VPMU_BIT_ULL(37)
+#define ARCH_PEBS_CNTR_METRICS VPMU_BIT_ULL(38)
+#define ARCH_PEBS_LBR	       VPMU_GENMASK_ULL(41, 40)
+#define ARCH_PEBS_VECR_XMM     VPMU_BIT_ULL(49)
+#define ARCH_PEBS_GPR	       VPMU_BIT_ULL(61)
+#define ARCH_PEBS_AUX	       VPMU_BIT_ULL(62)
+#define ARCH_PEBS_EN	       VPMU_BIT_ULL(63)
+#define ARCH_PEBS_BASE_SIZE    VPMU_GENMASK_ULL(3, 0) /* 4 KiB << n */
+#define ARCH_PEBS_INDEX_WR     VPMU_GENMASK_ULL(26, 4)
+#define ARCH_PEBS_INDEX_FULL   VPMU_BIT_ULL(31)
+#define ARCH_PEBS_INDEX_EN     VPMU_BIT_ULL(32)
+#define ARCH_PEBS_INDEX_THRESH VPMU_GENMASK_ULL(58, 36)
+
+/*
+ * Local APIC LVT entries (SDM Vol. 3A 11.5.1, Figure 11-8): the
+ * performance-counter entry at xAPIC offset 340H / x2APIC MSR 834H.
+ * Delivering a PMI sets its mask bit (SDM Vol. 3B 21.6.3).
+ */
+#define APIC_LVTPC	       0x340
+#define MSR_X2APIC_LVTPC       0x834
+#define APIC_LVT_VECTOR	       VPMU_GENMASK_ULL(7, 0)
+#define APIC_LVT_DELIVERY_MODE VPMU_GENMASK_ULL(10, 8)
+#define APIC_LVT_MASKED	       (1u << 16)
+
+#endif
