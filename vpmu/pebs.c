@@ -249,11 +249,13 @@ bool pebs_assist(struct vpmu_vcpu *vcpu)
 	struct pebs_sample s;
 	uint64_t ctrs = vcpu->pebs_pending;
 
-	memset(&regs, 0, sizeof(regs));
-	if (!vcpu->regs || vcpu->regs(vcpu->regs_data, vcpu, &regs) < 0) {
+	/* the VMM fills its own struct, which may be larger or smaller than ours */
+	memset(vcpu->regs_buf, 0, vcpu->regs_buf_size);
+	if (!vcpu->regs || vcpu->regs(vcpu->regs_data, vcpu, vcpu->regs_buf) < 0) {
 		vcpu->stats.pebs_deferred++;
 		return false;
 	}
+	memcpy(&regs, vcpu->regs_buf, sizeof(regs));
 	vcpu->pebs_pending = 0;
 	sample_from(vcpu, &regs, &s);
 	paging = (struct walk_paging){ regs.cr0, regs.cr3, regs.cr4, regs.efer };

@@ -95,6 +95,8 @@ struct vpmu_vcpu {
 	void *pmi_data;
 	vpmu_regs_fn regs;
 	void *regs_data;
+	struct vpmu_guest_regs *regs_buf; /* the callback's, regs_buf_size bytes */
+	size_t regs_buf_size;		  /* the larger of the VMM's and ours */
 
 	/* guest RAM for PEBS records */
 	struct guest_region *mem_regions;

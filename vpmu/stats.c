@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "abi.h"
 #include "bits.h"
 #include "pmu.h"
 
@@ -74,12 +75,12 @@ void stats_publish(struct vpmu_vcpu *vcpu)
 	vcpu->stats_dirty = false;
 }
 
-int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret)
+int vpmu_stats_read_sized(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret, size_t size)
 {
 	uint64_t words[sizeof(*ret) / 8];
 	unsigned int s1, s2;
 
-	if (!vcpu || !ret)
+	if (!vcpu || !ret || size < STATS_SIZE_V01)
 		return -EINVAL;
 	do {
 		s1 = __atomic_load_n(&vcpu->pub.seq, __ATOMIC_ACQUIRE);
@@ -88,8 +89,13 @@ int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret)
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		s2 = __atomic_load_n(&vcpu->pub.seq, __ATOMIC_RELAXED);
 	} while ((s1 & 1) || s1 != s2);
-	memcpy(ret, words, sizeof(words));
+	abi_copy_out(ret, size, words, sizeof(words));
 	return 0;
+}
+
+int(vpmu_stats_read)(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret)
+{
+	return vpmu_stats_read_sized(vcpu, ret, STATS_SIZE_V01);
 }
 
 void vpmu_pmi_delivered(struct vpmu_vcpu *vcpu)

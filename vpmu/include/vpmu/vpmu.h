@@ -20,6 +20,25 @@
  *
  * Thread model: a struct vpmu_vcpu belongs to the thread that runs that
  * vCPU; calls on one vCPU are not reentrant.
+ *
+ * ABI: the shared library keeps its symbol versions (VPMU_0.1, VPMU_0.2,
+ * ...): a program built against an older header runs on a newer library.
+ * The structs a program and the library exchange grow at their end only,
+ * and cross the boundary with their size, so either side may be the
+ * newer one: struct vpmu_config and struct vpmu_guest_regs through
+ * vpmu_config.size / .regs_size, struct vpmu_exact_counts and struct
+ * vpmu_stats through a size argument. The names C programs call
+ * (vpmu_config_init, vpmu_exact_feed, vpmu_exact_would_overflow,
+ * vpmu_stats_read, vpmu_stats_to_json) are macros that pass sizeof of
+ * the caller's struct to the *_sized function; the functions of the same
+ * name are the VPMU_0.1 entry points, kept for programs built before.
+ * A library reading a struct larger than it knows requires the bytes it
+ * does not know to be zero (-E2BIG otherwise: a newer feature was asked
+ * of an older library); one writing a struct larger than it knows zeroes
+ * them. Frozen layouts, never grown (a change would be a new type):
+ * struct vpmu_counter_stats (per-counter figures added later are arrays
+ * indexed by slot at the end of struct vpmu_stats), vpmu_cpuid_entry
+ * (CPUID's outputs), vpmu_mem_region, vpmu_lvt.
  */
 #ifndef VPMU_VPMU_H
 #define VPMU_VPMU_H
@@ -159,15 +178,31 @@ struct vpmu_config {
 	 * before this field get the model's.
 	 */
 	int linear_bits;
+	/*
+	 * sizeof(struct vpmu_guest_regs) as the VMM was built with: the regs
+	 * callback may write that many bytes, fields past them read 0.
+	 * vpmu_config_init() sets it. Configs whose size ends before this
+	 * field get the VPMU_0.1 size.
+	 */
+	size_t regs_size;
 };
 
-/* Fill *cfg with defaults: Skylake-Server's full PMU, backend NONE, no log. */
+/*
+ * Fill *cfg with defaults: Skylake-Server's full PMU, backend NONE, no
+ * log. `size` is sizeof(*cfg) and `regs_size` sizeof(struct
+ * vpmu_guest_regs) as the caller knows them: call it as
+ * vpmu_config_init(cfg).
+ */
+VPMU_API void vpmu_config_init_sized(struct vpmu_config *cfg, size_t size, size_t regs_size);
+/* VPMU_0.1 entry point: the VPMU_0.1 struct vpmu_config. */
 VPMU_API void vpmu_config_init(struct vpmu_config *cfg);
+#define vpmu_config_init(cfg)                                                                      \
+	vpmu_config_init_sized((cfg), sizeof(*(cfg)), sizeof(struct vpmu_guest_regs))
 
 /*
  * Create the PMU of one vCPU in its power-on state. -ENOENT: unknown model;
  * -EINVAL: inconsistent configuration (the log says which field);
- * -ENOMEM.
+ * -E2BIG: a config field this library does not know is set; -ENOMEM.
  */
 VPMU_API int vpmu_vcpu_new(const struct vpmu_config *cfg, struct vpmu_vcpu **ret_vcpu);
 VPMU_API void vpmu_vcpu_free(struct vpmu_vcpu *vcpu);
@@ -248,9 +283,14 @@ struct vpmu_exact_counts {
 /*
  * Count `c` on every running counter whose event it covers; overflows,
  * GLOBAL_STATUS, freeze and PMI happen here. -EOPNOTSUPP if the vCPU's
- * backend is not VPMU_BACKEND_EXACT.
+ * backend is not VPMU_BACKEND_EXACT; -E2BIG if a field this library does
+ * not know is non-zero. `size` is sizeof(*c): call it as
+ * vpmu_exact_feed(vcpu, c).
  */
+VPMU_API int vpmu_exact_feed_sized(struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *c,
+				   size_t size);
 VPMU_API int vpmu_exact_feed(struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *c);
+#define vpmu_exact_feed(vcpu, c) vpmu_exact_feed_sized((vcpu), (c), sizeof(*(c)))
 
 /*
  * Events left before the nearest overflow of any running counter, in that
@@ -267,8 +307,12 @@ VPMU_API uint64_t vpmu_exact_headroom(const struct vpmu_vcpu *vcpu);
  * asks it for the prefixes of a block to find the instruction an overflow
  * lands on, and stops right after it instead of single-stepping.
  */
+VPMU_API bool vpmu_exact_would_overflow_sized(const struct vpmu_vcpu *vcpu,
+					      const struct vpmu_exact_counts *c, size_t size);
 VPMU_API bool vpmu_exact_would_overflow(const struct vpmu_vcpu *vcpu,
 					const struct vpmu_exact_counts *c);
+#define vpmu_exact_would_overflow(vcpu, c)                                                         \
+	vpmu_exact_would_overflow_sized((vcpu), (c), sizeof(*(c)))
 
 /* ---- guest memory and LBRs ----------------------------------------------- */
 
@@ -359,6 +403,10 @@ struct vpmu_counter_stats {
 	uint64_t time_running; /* ... and counting (less: multiplexed or not scheduled) */
 };
 
+/*
+ * Grows at its end only (vpmu_stats_read's size argument says how much
+ * the caller has); a field past what the library knows reads 0.
+ */
 struct vpmu_stats {
 	uint32_t version; /* VPMU_STATS_VERSION */
 	uint32_t seq;	  /* publication number */
@@ -386,11 +434,17 @@ struct vpmu_stats {
 };
 
 /*
- * A consistent copy of the vCPU's published figures. Safe from any thread
- * while the vCPU runs: it never blocks the vCPU and never returns a torn
- * value. Published at every sync and overflow.
+ * A consistent copy of the vCPU's published figures into the `size` bytes
+ * at `ret` (call it as vpmu_stats_read(vcpu, ret)): bytes past the
+ * library's struct are zeroed. Safe from any thread while the vCPU runs:
+ * it never blocks the vCPU and never returns a torn value. Published at
+ * every sync and overflow. -EINVAL: NULL arguments, or `size` shorter
+ * than the VPMU_0.1 struct.
  */
+VPMU_API int vpmu_stats_read_sized(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret,
+				   size_t size);
 VPMU_API int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret);
+#define vpmu_stats_read(vcpu, ret) vpmu_stats_read_sized((vcpu), (ret), sizeof(*(ret)))
 
 /*
  * `st` (one vCPU's figures, index `index` in its VM) as one JSON object,
@@ -402,12 +456,18 @@ VPMU_API int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *re
  * ...]} for each implemented counter.
  * Written NUL-terminated to `buf`; *ret_len is its length without the NUL.
  * With buf NULL and size 0, only *ret_len is set: the length needed (add
- * one for the NUL). -ENOSPC: `buf` is too small; -EPROTO: st->version is
- * not VPMU_STATS_VERSION; -EINVAL: NULL arguments. Allocates nothing and
- * is safe from any thread.
+ * one for the NUL). `st_size` is sizeof(*st): fields past it are left
+ * out (call it as vpmu_stats_to_json(st, index, buf, size, ret_len)).
+ * -ENOSPC: `buf` is too small; -EPROTO: st->version is not
+ * VPMU_STATS_VERSION; -EINVAL: NULL arguments, or `st_size` shorter than
+ * the VPMU_0.1 struct. Allocates nothing and is safe from any thread.
  */
+VPMU_API int vpmu_stats_to_json_sized(const struct vpmu_stats *st, size_t st_size,
+				      unsigned int index, char *buf, size_t size, size_t *ret_len);
 VPMU_API int vpmu_stats_to_json(const struct vpmu_stats *st, unsigned int index, char *buf,
 				size_t size, size_t *ret_len);
+#define vpmu_stats_to_json(st, index, buf, size, ret_len)                                          \
+	vpmu_stats_to_json_sized((st), sizeof(*(st)), (index), (buf), (size), (ret_len))
 
 /* ---- MSRs and RDPMC ----------------------------------------------------- */
 
