@@ -372,6 +372,17 @@ uint64_t vpmu_exact_headroom(const struct vpmu_vcpu *vcpu)
 	return best;
 }
 
+/* Reference cycles so far: where the crystal clock's next tick falls. */
+static uint64_t exact_phase(const void *state)
+{
+	return ((const struct exact_state *) state)->ref_total;
+}
+
+static void exact_set_phase(void *state, uint64_t phase)
+{
+	((struct exact_state *) state)->ref_total = phase;
+}
+
 const struct vpmu_backend_ops vpmu_backend_exact = {
 	.name = "exact",
 	.cheap_read = true,
@@ -380,4 +391,6 @@ const struct vpmu_backend_ops vpmu_backend_exact = {
 	.can_count = exact_can_count,
 	.update = exact_update,
 	.read = exact_read,
+	.phase = exact_phase,
+	.set_phase = exact_set_phase,
 };

@@ -241,20 +241,10 @@ static uint64_t global_inuse(const struct vpmu_vcpu *vcpu)
 	return pmi ? v | GLOBAL_INUSE_PMI : v;
 }
 
-int vpmu_msr_read(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t *ret_value)
+/* The value of register `i` of `kind`, as RDMSR returns it (counters folded). */
+static uint64_t kind_value(struct vpmu_vcpu *vcpu, enum msr_kind kind, unsigned int i)
 {
-	enum msr_kind kind;
-	unsigned int i;
 	uint64_t v;
-	int r;
-
-	vcpu->stats.msr_reads++;
-	r = classify(vcpu, msr, &kind, &i);
-	if (r < 0) {
-		if (r == -ENXIO)
-			vcpu->stats.msr_faults++;
-		return r;
-	}
 
 	switch (kind) {
 	case K_PMC:
@@ -339,10 +329,33 @@ int vpmu_msr_read(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t *ret_value)
 		v = vcpu->fixed[i].cfg_c;
 		break;
 	default:
-		return -ENOENT;
+		v = 0;
+		break;
 	}
-	*ret_value = v;
+	return v;
+}
+
+int msr_get(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t *ret_value)
+{
+	enum msr_kind kind;
+	unsigned int i;
+	int r = classify(vcpu, msr, &kind, &i);
+
+	if (r < 0)
+		return r;
+	*ret_value = kind_value(vcpu, kind, i);
 	return 0;
+}
+
+int vpmu_msr_read(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t *ret_value)
+{
+	int r;
+
+	vcpu->stats.msr_reads++;
+	r = msr_get(vcpu, msr, ret_value);
+	if (r == -ENXIO)
+		vcpu->stats.msr_faults++;
+	return r;
 }
 
 /* GP counters whose event reads the extra MSR at `msr` (its value is in their host event). */
@@ -524,6 +537,43 @@ static int msr_write(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v)
 		break;
 	}
 	return -ENOENT;
+}
+
+/*
+ * Restore: set MSR `msr` to `v`, a value RDMSR returned on a vCPU like
+ * this one (vpmu_vcpu_restore), with the checks a guest WRMSR gets. What
+ * a WRMSR cannot set is set here: counters at their full width,
+ * GLOBAL_STATUS; what RDMSR derives or reads as 0 must be what it reads
+ * here (PERF_CAPABILITIES, GLOBAL_OVF_CTRL, GLOBAL_STATUS_SET; the caller
+ * compares GLOBAL_INUSE once every event select is in). -EINVAL: a value
+ * this vCPU cannot hold; -ENOENT/-ENXIO: not an MSR it has.
+ */
+int msr_restore(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v)
+{
+	const struct vpmu_masks *k = &vcpu->mask;
+	enum msr_kind kind;
+	unsigned int i;
+	int r = classify(vcpu, msr, &kind, &i);
+
+	if (r < 0)
+		return r;
+	switch (kind) {
+	case K_PMC:
+	case K_A_PMC:
+		return set_masked(&vcpu->gp[i].value, v, k->gp_width);
+	case K_FIXED_CTR:
+		return set_masked(&vcpu->fixed[i].value, v, k->fixed_width);
+	case K_GLOBAL_STATUS:
+		return set_masked(&vcpu->global_status, v, k->global_status);
+	case K_GLOBAL_OVF_CTRL:
+	case K_GLOBAL_STATUS_SET:
+	case K_PERF_CAPABILITIES:
+		return v == kind_value(vcpu, kind, i) ? 0 : -EINVAL;
+	case K_GLOBAL_INUSE:
+		return 0;
+	default:
+		return msr_write(vcpu, msr, v);
+	}
 }
 
 size_t vpmu_msr_list(const struct vpmu_vcpu *vcpu, uint32_t *msrs, size_t n)

@@ -151,8 +151,12 @@ bool pebs_assist(struct vpmu_vcpu *vcpu);
 /* stats.c */
 void stats_publish(struct vpmu_vcpu *vcpu);
 
-/* Fill vcpu->msr_count from the narrowed model (msr.c). */
+/* msr.c. Fill vcpu->msr_count from the narrowed model. */
 void msr_counts_init(struct vpmu_vcpu *vcpu);
+/* RDMSR without counting it as a guest access. */
+int msr_get(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t *ret_value);
+/* Set an MSR to a value RDMSR returned (snapshot restore), checked as a WRMSR would be. */
+int msr_restore(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v);
 
 void vpmu_logf(const struct vpmu_vcpu *vcpu, enum vpmu_log_level level, const char *fmt, ...)
 	VPMU_PRINTF(3, 4);

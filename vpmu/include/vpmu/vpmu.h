@@ -469,6 +469,59 @@ VPMU_API int vpmu_stats_to_json(const struct vpmu_stats *st, unsigned int index,
 #define vpmu_stats_to_json(st, index, buf, size, ret_len)                                          \
 	vpmu_stats_to_json_sized((st), sizeof(*(st)), (index), (buf), (size), (ret_len))
 
+/* ---- snapshot and restore ----------------------------------------------- */
+
+/*
+ * A vCPU's PMU as the guest can observe it, for snapshots and live
+ * migration: every PMU MSR (counter values with what the host counted
+ * folded in, overflow and freeze bits in GLOBAL_STATUS, the LBR stack and
+ * TOS, the PEBS and DS MSRs), PEBS records still to be written, a PMI due
+ * or asked for and not yet delivered, the event filter's identity, and
+ * the exact backend's crystal-clock phase. Not in it: the guest's RAM
+ * (the DS area and PEBS buffer live there), its LAPIC (the LVT entry), the
+ * host's counters and the statistics: the VMM saves the first two, the
+ * restored vCPU makes the third anew and keeps its own figures.
+ *
+ * The blob is little-endian whatever the host, and says what it holds:
+ * a 64-byte header ("VPMUSNAP", format VPMU_SNAPSHOT_FORMAT, header size,
+ * total size, CRC-32 of the blob, record count, model name), then records
+ * of a 16-bit tag, 16-bit flags (bit 0: optional, a reader may skip it),
+ * a 32-bit payload length and the payload padded to 8 bytes: the PMU's
+ * identity (perfmon version, counters and widths, LBR depth, address
+ * widths, PERF_CAPABILITIES and the model's other guest-visible
+ * features), every MSR of vpmu_msr_list() as (address, value) pairs in
+ * ascending order, the pending state, the filter digest, and (optional)
+ * the backend's name and phase. A later format that only adds optional
+ * records keeps the format number; one an older library could misread
+ * raises it.
+ */
+#define VPMU_SNAPSHOT_FORMAT 1
+
+/*
+ * Save into `buf` (`size` bytes); *ret_len is the blob's length. With buf
+ * NULL and size 0, only *ret_len is set: the size needed. Call it on the
+ * vCPU thread between guest instructions (after the VMM's last feed):
+ * it folds what the host counters counted, and nothing else changes.
+ * -ENOSPC: `buf` is too small; -EINVAL: NULL arguments; -ENOMEM.
+ */
+VPMU_API int vpmu_vcpu_save(struct vpmu_vcpu *vcpu, void *buf, size_t size, size_t *ret_len);
+
+/*
+ * Restore a blob from vpmu_vcpu_save() into `vcpu`, normally a fresh one
+ * created with the same model, narrowing and event filter, on this host
+ * or another, with any backend. The host counters are made anew at the
+ * next vpmu_vcpu_sync(); a PEBS record or PMI the source still owed comes
+ * then too (a PMI the VMM was asked for and had not acknowledged with
+ * vpmu_pmi_delivered() is asked for again, so a VMM need not save that
+ * request itself). Give the vCPU its guest RAM (vpmu_vcpu_set_memory)
+ * before that sync. The vCPU is left untouched on any error, with one log
+ * line saying why: -EBADMSG: not a snapshot, or a damaged one (checksum,
+ * truncation, a record or value this vCPU cannot hold); -EPROTONOSUPPORT:
+ * a newer format than this library reads; -EXDEV: another model, another
+ * narrowing or another event filter; -EINVAL: NULL arguments; -ENOMEM.
+ */
+VPMU_API int vpmu_vcpu_restore(struct vpmu_vcpu *vcpu, const void *buf, size_t len);
+
 /* ---- MSRs and RDPMC ----------------------------------------------------- */
 
 /* Guest RDMSR / WRMSR. Codes as described at the top of this file. */
