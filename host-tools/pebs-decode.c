@@ -9,9 +9,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "bits.h"
-#include "msr-index.h"
 #include "pebs-decode.h"
+#include "vpmu/bits.h"
+#include "vpmu/msr.h"
 
 static uint64_t get64(const uint8_t *p)
 {
@@ -166,7 +166,7 @@ static int decode_adaptive(const struct pebs_decode_info *info, const uint8_t *b
 		return -EMSGSIZE;
 	}
 	q = get64(buf + PEBS_BASIC_FORMAT);
-	size = (size_t) FIELD_GET(PEBS_BASIC_RECORD_SIZE, q);
+	size = (size_t) VPMU_FIELD_GET(PEBS_BASIC_RECORD_SIZE, q);
 	if (size < PEBS_BASIC_SIZE) {
 		*why = "Record Size is smaller than the Basic group";
 		return -EINVAL;
@@ -188,7 +188,7 @@ static int decode_adaptive(const struct pebs_decode_info *info, const uint8_t *b
 	if (info->timed) {
 		d->has_retire_latency = true;
 		d->retire_valid = true;
-		d->retire_latency = FIELD_GET(PEBS_BASIC_RETIRE_LATENCY, q);
+		d->retire_latency = VPMU_FIELD_GET(PEBS_BASIC_RETIRE_LATENCY, q);
 	}
 	g = take(&c, PEBS_BASIC_SIZE);
 	d->eventing_ip = get64(g + PEBS_BASIC_IP);
@@ -218,7 +218,7 @@ static int decode_adaptive(const struct pebs_decode_info *info, const uint8_t *b
 	}
 	if (rf & PEBS_DATACFG_LBRS) {
 		/* DATA_CFG[31:24] + 1 entries: at most 256, the format allows 32 */
-		unsigned int n = (unsigned int) FIELD_GET(PEBS_DATACFG_LBR_ENTRIES, rf) + 1;
+		unsigned int n = (unsigned int) VPMU_FIELD_GET(PEBS_DATACFG_LBR_ENTRIES, rf) + 1;
 
 		if (n > PEBS_LBR_MAX_ENTRIES) {
 			*why = "LBR group with more than 32 entries";
@@ -263,7 +263,7 @@ static int decode_arch(const uint8_t *buf, size_t len, struct pebs_decoded *d, c
 		return -EMSGSIZE;
 	}
 	h = get64(buf + ARCH_PEBS_HDR_FORMAT);
-	size = (size_t) FIELD_GET(ARCH_PEBS_HDR_RECORD_SIZE, h);
+	size = (size_t) VPMU_FIELD_GET(ARCH_PEBS_HDR_RECORD_SIZE, h);
 	if (size < ARCH_PEBS_HDR_SIZE || size % ARCH_PEBS_ALIGN) {
 		*why = "header record size is not a multiple of 16 of at least 16";
 		return -EINVAL;
@@ -298,7 +298,7 @@ static int decode_arch(const uint8_t *buf, size_t len, struct pebs_decoded *d, c
 		r = get64(g + ARCH_PEBS_BASIC_RETIRE);
 		d->has_retire_latency = true;
 		d->retire_valid = r & ARCH_PEBS_BASIC_RETIRE_VALID;
-		d->retire_latency = FIELD_GET(ARCH_PEBS_BASIC_RETIRE_LATENCY, r);
+		d->retire_latency = VPMU_FIELD_GET(ARCH_PEBS_BASIC_RETIRE_LATENCY, r);
 		d->groups |= PEBS_DEC_BASIC;
 	}
 	if (h & ARCH_PEBS_HDR_AUX) {
@@ -325,7 +325,7 @@ static int decode_arch(const uint8_t *buf, size_t len, struct pebs_decoded *d, c
 		d->groups |= PEBS_DEC_XMMS;
 	}
 	if (h & ARCH_PEBS_HDR_LBR) {
-		unsigned int sel = (unsigned int) FIELD_GET(ARCH_PEBS_HDR_LBR, h);
+		unsigned int sel = (unsigned int) VPMU_FIELD_GET(ARCH_PEBS_HDR_LBR, h);
 		uint64_t depth;
 
 		if (!(g = take(&c, ARCH_PEBS_LBR_HDR_SIZE)))

@@ -28,8 +28,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bits.h"
 #include "loader.h"
+#include "vpmu/bits.h"
 
 #define PAGE_SIZE UINT64_C(0x1000)
 #define SZ_1K	  UINT64_C(0x400)
@@ -42,12 +42,12 @@
 /* Multiboot Specification 0.6.96, 3.1.1-3.1.3: the OS image header. */
 #define MB_HEADER_MAGIC	  0x1BADB002U
 #define MB_SEARCH_END	  8192
-#define MB_HF_PAGE_ALIGN  BIT_ULL(0)
-#define MB_HF_MEMORY_INFO BIT_ULL(1)
-#define MB_HF_VIDEO_MODE  BIT_ULL(2)
-#define MB_HF_AOUT_KLUDGE BIT_ULL(16)
+#define MB_HF_PAGE_ALIGN  VPMU_BIT_ULL(0)
+#define MB_HF_MEMORY_INFO VPMU_BIT_ULL(1)
+#define MB_HF_VIDEO_MODE  VPMU_BIT_ULL(2)
+#define MB_HF_AOUT_KLUDGE VPMU_BIT_ULL(16)
 /* Bits 0-15 are requirements: a loader that does not know one must refuse. */
-#define MB_HF_REQUIRED GENMASK_ULL(15, 0)
+#define MB_HF_REQUIRED VPMU_GENMASK_ULL(15, 0)
 #define MB_HF_KNOWN    (MB_HF_PAGE_ALIGN | MB_HF_MEMORY_INFO)
 
 #define MBH_MAGIC	  0
@@ -61,11 +61,11 @@
 #define MBH_AOUT_SIZE	  32
 
 /* Multiboot 0.6.96, 3.3: boot information format. */
-#define MBI_F_MEMORY	  BIT_ULL(0)
-#define MBI_F_CMDLINE	  BIT_ULL(2)
-#define MBI_F_MODS	  BIT_ULL(3)
-#define MBI_F_MMAP	  BIT_ULL(6)
-#define MBI_F_LOADER_NAME BIT_ULL(9)
+#define MBI_F_MEMORY	  VPMU_BIT_ULL(0)
+#define MBI_F_CMDLINE	  VPMU_BIT_ULL(2)
+#define MBI_F_MODS	  VPMU_BIT_ULL(3)
+#define MBI_F_MMAP	  VPMU_BIT_ULL(6)
+#define MBI_F_LOADER_NAME VPMU_BIT_ULL(9)
 
 #define MBI_FLAGS	     0
 #define MBI_MEM_LOWER	     4
@@ -143,9 +143,9 @@
 #define MAX_SEGS 64
 
 /* SDM Vol. 3A 4.5, Tables 4-15..4-18: 4-level paging entries. */
-#define PTE_P	   BIT_ULL(0)
-#define PTE_RW	   BIT_ULL(1)
-#define PTE_PS	   BIT_ULL(7)
+#define PTE_P	   VPMU_BIT_ULL(0)
+#define PTE_RW	   VPMU_BIT_ULL(1)
+#define PTE_PS	   VPMU_BIT_ULL(7)
 #define PT_ENTRIES 512
 
 /*

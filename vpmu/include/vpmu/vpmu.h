@@ -26,8 +26,9 @@
  * The structs a program and the library exchange grow at their end only,
  * and cross the boundary with their size, so either side may be the
  * newer one: struct vpmu_config and struct vpmu_guest_regs through
- * vpmu_config.size / .regs_size, struct vpmu_exact_counts and struct
- * vpmu_stats through a size argument. The names C programs call
+ * vpmu_config.size / .regs_size; struct vpmu_exact_counts, struct
+ * vpmu_stats, struct vpmu_catalog_event and struct vpmu_walk_result
+ * through a size argument. The names C programs call
  * (vpmu_config_init, vpmu_exact_feed, vpmu_exact_would_overflow,
  * vpmu_stats_read, vpmu_stats_to_json) are macros that pass sizeof of
  * the caller's struct to the *_sized function; the functions of the same
@@ -81,6 +82,57 @@ VPMU_API const char *vpmu_model_name(size_t index);
 VPMU_API const char *vpmu_model_description(size_t index);
 /* Index of the model called `name` (case-insensitive), or -ENOENT. */
 VPMU_API int vpmu_model_find(const char *name);
+
+/* ---- guest event catalogues --------------------------------------------- */
+
+/* vpmu_catalog_event.flags: what the model's event list says of an event */
+#define VPMU_EV_INV	   (1u << 0)  /* Invert=1 */
+#define VPMU_EV_EDGE	   (1u << 1)  /* EdgeDetect=1 */
+#define VPMU_EV_ANY	   (1u << 2)  /* AnyThread=1 */
+#define VPMU_EV_PEBS	   (1u << 3)  /* PEBS-capable */
+#define VPMU_EV_PRECISE_IP (1u << 4)  /* PEBS PreciseEventingIP */
+#define VPMU_EV_PRECISE	   (1u << 5)  /* PEBS Precise */
+#define VPMU_EV_DLA	   (1u << 6)  /* PEBS DataLinearAddress */
+#define VPMU_EV_LATENCY	   (1u << 7)  /* PEBS Latency */
+#define VPMU_EV_ARCH	   (1u << 8)  /* architectural */
+#define VPMU_EV_FIXED	   (1u << 9)  /* a fixed counter counts it */
+#define VPMU_EV_DEPRECATED (1u << 10) /* deprecated */
+
+/* One event of a model's catalogue. Grows at its end: vpmu_catalog_event() takes its size. */
+struct vpmu_catalog_event {
+	const char *name;	  /* e.g. "BR_INST_RETIRED.NEAR_CALL"; static */
+	const char *desc;	  /* UTF-8 prose; static */
+	const char *errata;	  /* "SKL091, SKL044", or NULL */
+	uint64_t encoding;	  /* IA32_PERFEVTSELx bits 31:0, without USR/OS/INT/EN */
+	int32_t fixed_idx;	  /* -1, or n for IA32_FIXED_CTRn events */
+	int32_t pdist_counter;	  /* -1, or the counter with PDist for it */
+	uint32_t event;		  /* event select (0 for fixed-only events) */
+	uint32_t umask;		  /* unit mask */
+	uint32_t cmask;		  /* counter mask */
+	uint32_t flags;		  /* VPMU_EV_* */
+	uint32_t aux_msr;	  /* the extra MSR it needs (0, 3F6H or 3F7H) */
+	uint32_t aux_value;	  /* ... and its value */
+	uint32_t counters;	  /* GP counters that can count it, bit i = GP i */
+	uint32_t counters_ht_off; /* ... with Hyper-Threading off */
+};
+
+/* Events in the catalogue of model `model` (an index); 0 if it has none. */
+VPMU_API size_t vpmu_catalog_count(size_t model);
+/*
+ * Event `index` of model `model`'s catalogue into the `size` bytes at
+ * *ret (sizeof(*ret)). -ENOENT: no such model or event.
+ */
+VPMU_API int vpmu_catalog_event(size_t model, size_t index, struct vpmu_catalog_event *ret,
+				size_t size);
+/* The index of the event called `name` (case-insensitive); -ENOENT. */
+VPMU_API int vpmu_catalog_find(size_t model, const char *name, size_t *ret_index);
+/*
+ * The index of the first event (catalogue order: an alias gives the name
+ * listed first) whose encoding is `evtsel`'s event select, unit mask,
+ * edge, AnyThread, invert and counter mask (USR, OS, PC, INT, EN and
+ * bits 63:32 are ignored); -ENOENT.
+ */
+VPMU_API int vpmu_catalog_decode(size_t model, uint64_t evtsel, size_t *ret_index);
 
 /* ---- vCPU creation ------------------------------------------------------ */
 
