@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The local APIC LVT performance-counter entry (SDM Vol. 3A §11.5.1, not in
- * the seeds): bits 7:0 vector, 10:8 delivery mode (000 fixed, 100 NMI),
+ * The local APIC LVT performance-counter entry (SDM Vol. 3A 11.5.1,
+ * Figure 11-8): bits 7:0 vector, 10:8 delivery mode (000 fixed, 100 NMI),
  * 12 delivery status, 16 mask. Delivery masks the entry, as hardware does;
- * the guest's handler unmasks it before returning (seed 004 §20.4.9.5).
+ * the guest's handler unmasks it before returning (Vol. 3B 20.4.9.5).
  */
 #include "bits.h"
 #include "vpmu/msr.h"

@@ -224,7 +224,7 @@ static uint64_t global_inuse(const struct vpmu_vcpu *vcpu)
 	bool pmi = false;
 
 	/*
-	 * SDM Vol. 3B §21.2.4.3 (not in seeds): GP i in use when its event
+	 * SDM Vol. 3B §21.2.4.3 (IA32_PERF_GLOBAL_INUSE): GP i in use when its event
 	 * select bits 7:0 are non-zero, fixed i when its ring bits are, bit
 	 * 63 when any counter's PMI enable is set.
 	 */

@@ -17,7 +17,7 @@ static_assert(PEBS_R8 == 8 && PEBS_R15 == 15, "enum pebs_gpr numbers R8-R15 as t
 static_assert(PEBS3_APPLICABLE == PEBS3_R8 + 8 * 8, "Applicable Counters at 90H, after R15");
 static_assert(PEBS3_SIZE == PEBS3_TSC + 8 && PEBS3_SIZE == 200, "format 3 is 200 bytes");
 
-/* Adaptive group sizes, §22.9.2.2 Tables 22-96..22-101, CHECKLIST.md §C.6. */
+/* Adaptive group sizes, SDM Vol. 3B 22.9.2.2, Tables 22-96..22-101. */
 static_assert(PEBS_BASIC_SIZE == 32, "Basic group");
 static_assert(PEBS_MEMINFO_SIZE == 32, "Memory Info group");
 static_assert(PEBS_GPRS_SIZE == 144 && PEBS_GPRS_REG(PEBS_NR_GPRS) == PEBS_GPRS_SIZE, "GPR group");

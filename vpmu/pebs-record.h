@@ -2,9 +2,9 @@
 /*
  * PEBS record layouts and builders: pure functions from "what happened"
  * (struct pebs_sample) and "what to record" (struct pebs_config) to the
- * bytes hardware would write. Offsets are constants checked with
- * static_assert against the SDM tables (seed 000 §22.9.2, seed 004
- * Fig 20-10, CHECKLIST.md §C). Private.
+ * bytes hardware would write. The offsets (vpmu/pebs.h) are checked with
+ * static_assert against the SDM's tables (Vol. 3B 22.9.2, Figure 20-10).
+ * Private.
  */
 #ifndef VPMU_PEBS_RECORD_H
 #define VPMU_PEBS_RECORD_H

@@ -3,11 +3,11 @@
  * The PEBS assist, done in software: when a PEBS-enabled counter
  * overflows, build the record the model's format describes and write it
  * into the guest's buffer through the guest's own page tables (legacy
- * PEBS: the DS save area, seed 004 §20.4.9; architectural PEBS: the
- * physically addressed buffer of IA32_PEBS_BASE/INDEX, §22.10), then
+ * PEBS: the DS save area, SDM Vol. 3B 20.4.9; architectural PEBS: the
+ * physically addressed buffer of IA32_PEBS_BASE/INDEX, Vol. 3B 22.10), then
  * reload the counters and raise the buffer interrupt at the threshold.
  *
- * Semantics (seed 000 §22.6.2.2, §22.9.1; CHECKLIST.md §C.2):
+ * Semantics (SDM Vol. 3B 22.6.2.2, 22.6.2.4, 22.9.1; 20.4.9.5):
  *   - the record is written for the instruction whose event overflowed the
  *     counter, with the register state after it (trap-like) -- the PDist
  *     behaviour, exact on the emulator; a host sample that comes later
@@ -94,7 +94,7 @@ static void reload(struct vpmu_vcpu *vcpu, unsigned int ctr, uint64_t value)
 {
 	uint64_t width = ctr >= 32 ? vcpu->mask.fixed_width : vcpu->mask.gp_width;
 
-	/* bits above the counter width are ignored (seed 004 L2544) */
+	/* bits above the counter width are ignored (SDM Vol. 3B 20.4.9, PEBS counter reset) */
 	counter_write(vcpu, ctr, value & width);
 }
 

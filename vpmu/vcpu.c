@@ -231,7 +231,7 @@ void vpmu_vcpu_reset(struct vpmu_vcpu *vcpu, enum vpmu_reset_kind kind)
 	if (kind == VPMU_RESET_INIT) {
 		/*
 		 * INIT leaves MSRs alone but disables the DS mechanism
-		 * (SDM §20.4.9 notes, seed 004): BTS/TR and PEBS off.
+		 * (SDM Vol. 3B 20.4.9, notes): BTS/TR and PEBS off.
 		 */
 		vcpu->debugctl &= ~(DEBUGCTLMSR_TR | DEBUGCTLMSR_BTS | DEBUGCTLMSR_BTINT);
 		vcpu->pebs_enable = 0;

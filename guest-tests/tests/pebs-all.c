@@ -14,7 +14,7 @@
  *    the index advanced by exactly the records, nothing written past them;
  *  - counter reload from the DS reset slots, GP at 40H + 8n and fixed
  *    after the model's GP allocation (80H for format 4, 140H for 5/6:
- *    CHECKLIST.md C.1); every other slot holds a poison value, so a wrong
+ *    SDM Vol. 3B 22.6.2.4.2); every other slot holds a poison value, so a wrong
  *    slot shows in the counter's final value; arch PEBS reloads from
  *    CFG_C.RELOAD_VALUE 1-extended (22.10.2.1);
  *  - the threshold PMI: GLOBAL_STATUS.OvfBuffer (bit 62), alone, in the

@@ -41,7 +41,7 @@ Test(events_tool, roundtrip_every_skylake_event)
 		same += bi == i;
 	}
 	cr_assert_eq(i, 372, "every event, then -ENOENT");
-	/* The seed list has aliases: not every name is its encoding's first. */
+	/* The event list has aliases: not every name is its encoding's first. */
 	cr_expect_lt(same, m.nr_events);
 	cr_expect_gt(same, m.nr_events / 2);
 	evtsel_model_close(&m);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * PEBS records byte for byte. Every expected offset is computed here from
- * the SDM group sizes and tables (seed 000 §22.9.2, seed 004 Fig 20-10,
- * CHECKLIST.md §C) as literals, never from the offsets in pebs-record.h,
+ * the SDM group sizes and tables (Vol. 3B 22.9.2, Figure 20-10, 22.3.8.1.1)
+ * as literals, never from the offsets in vpmu/pebs.h,
  * and every field carries a distinct value so a misplaced one is caught.
  */
 #include <criterion/criterion.h>
@@ -99,7 +99,7 @@ static const enum pebs_gpr adaptive_order[16] = {
 	PEBS_RAX, PEBS_RCX, PEBS_RDX, PEBS_RBX, PEBS_RSP, PEBS_RBP, PEBS_RSI, PEBS_RDI,
 	PEBS_R8,  PEBS_R9,  PEBS_R10, PEBS_R11, PEBS_R12, PEBS_R13, PEBS_R14, PEBS_R15,
 };
-/* The legacy order (seed 004 Fig 20-10): RAX RBX RCX RDX RSI RDI RBP RSP R8..R15. */
+/* The legacy order (SDM Vol. 3B Figure 20-10): RAX RBX RCX RDX RSI RDI RBP RSP R8..R15. */
 static const enum pebs_gpr legacy_order[16] = {
 	PEBS_RAX, PEBS_RBX, PEBS_RCX, PEBS_RDX, PEBS_RSI, PEBS_RDI, PEBS_RBP, PEBS_RSP,
 	PEBS_R8,  PEBS_R9,  PEBS_R10, PEBS_R11, PEBS_R12, PEBS_R13, PEBS_R14, PEBS_R15,
@@ -276,7 +276,7 @@ Test(pebs_record, format3_every_field)
 {
 	struct pebs_sample s = sample(true);
 	struct pebs_config cfg = { .fmt = 3, .applicable = B(0) | B(2) | B(32) };
-	/* seed 004 Fig 20-10 + CHECKLIST §C.3 */
+	/* SDM Vol. 3B Figure 20-10, and 22.3.8.1.1 for 90H-C0H */
 	static const size_t gpr_off[16] = {
 		0x10, 0x18, 0x20, 0x28, 0x30, 0x38, 0x40, 0x48,
 		0x50, 0x58, 0x60, 0x68, 0x70, 0x78, 0x80, 0x88,

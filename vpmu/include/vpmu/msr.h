@@ -11,7 +11,7 @@
 
 #include "vpmu/bits.h"
 
-/* SDM Vol. 4 Table 2-2 (not in seeds): counters and event selects. */
+/* SDM Vol. 4 Table 2-2 (architectural MSRs): counters and event selects. */
 #define MSR_IA32_PMC0			0x0c1 /* IA32_PMCx = 0xc1 + x, x < 8 */
 #define MSR_IA32_PERFCTR0		MSR_IA32_PMC0
 #define MSR_P6_EVNTSEL0			0x186 /* IA32_PERFEVTSELx = 0x186 + x */
@@ -95,7 +95,7 @@
 #define PERF_CAP_RDPMC_METRICS_CLEAR VPMU_BIT_ULL(19)
 #define PEBS_FMT_ARCH		     0xf
 
-/* IA32_DEBUGCTL, SDM §20.4.1 Fig 20-3 (seed 004) */
+/* IA32_DEBUGCTL, SDM Vol. 3B 20.4.1, Figure 20-3 */
 #define DEBUGCTLMSR_LBR			  VPMU_BIT_ULL(0)
 #define DEBUGCTLMSR_BTF			  VPMU_BIT_ULL(1)
 #define DEBUGCTLMSR_BUS_LOCK_DETECT	  VPMU_BIT_ULL(2)
@@ -131,14 +131,14 @@
 #define RDPMC_FAST    VPMU_BIT_ULL(31)
 #define RDPMC_METRICS VPMU_BIT_ULL(29)
 
-/* MSR_LBR_INFO_x, seed 004 Table 20-16 */
+/* MSR_LBR_INFO_x, SDM Vol. 3B 20.12.1, Table 20-16 */
 #define LBR_INFO_CYCLES	 VPMU_GENMASK_ULL(15, 0)
 #define LBR_INFO_ABORT	 VPMU_BIT_ULL(61)
 #define LBR_INFO_IN_TX	 VPMU_BIT_ULL(62)
 #define LBR_INFO_MISPRED VPMU_BIT_ULL(63)
 
 /*
- * Architectural PEBS (§22.10, mostly beyond the seeds): field layout as
+ * Architectural PEBS (SDM Vol. 3B 22.10, 22.10.2): field layout as
  * Linux's msr-index.h / perf_event.h name it.
  */
 #define ARCH_PEBS_RELOAD       VPMU_GENMASK_ULL(31, 0)

@@ -107,8 +107,8 @@ static inline unsigned int pebs3_gpr_offset(unsigned int r)
 /*
  * Adaptive PEBS (formats 4-6), SDM §22.9.2.2. Offsets are relative to the
  * start of their group; groups are packed back to back in the order
- * Basic, Memory Info, GPRs, XMMs, LBRs, Counters (Table 22-104; the seeds
- * do not place the Counters group, Linux's parser reads it after LBRs).
+ * Basic, Memory Info, GPRs, XMMs, LBRs, Counters (Table 22-104; 22.9.2.3.1
+ * does not place the Counters group, Linux's parser reads it after LBRs).
  */
 /* Basic group, Table 22-96 (Table 22-108 with Timed PEBS) */
 #define PEBS_BASIC_FORMAT	       0x00 /* qword: Record Format, [Retire Latency,] Record Size */
@@ -156,11 +156,11 @@ static inline unsigned int pebs3_gpr_offset(unsigned int r)
 #define PEBS_CNTR_METRICS_FIXED	 3    /* DATA_CFG bit 48 + 3 gates the metrics */
 
 /*
- * Architectural PEBS (SDM §22.10; the seeds stop at §22.10.2.1, so the
+ * Architectural PEBS (SDM Vol. 3B 22.10; beyond 22.10.2.1 the
  * record layout below is Linux's reading in arch/x86/include/asm/
- * perf_event.h, struct arch_pebs_*, with the bits as msr-index.h names
+ * perf_event.h, struct arch_pebs_*, with the bits as vpmu/msr.h names
  * them). Each counter selects its own groups in IA32_PMC_{GPn,FXm}_CFG_C
- * (ARCH_PEBS_* in msr-index.h). A record is
+ * (ARCH_PEBS_* in vpmu/msr.h). A record is
  *
  *   Header   16 B: qword 0 = size [15:0], 64BIT_MODE [30], CONTINUED [31],
  *                  then the present groups at the same bit positions as
