@@ -251,10 +251,9 @@ short_record:
 	 ARCH_PEBS_CNTR_GP | ARCH_PEBS_CNTR_FIXED | ARCH_PEBS_CNTR_METRICS | ARCH_PEBS_HDR_LBR |   \
 	 ARCH_PEBS_HDR_XMM | ARCH_PEBS_HDR_GPR | ARCH_PEBS_HDR_AUX | ARCH_PEBS_HDR_BASIC)
 
-static int decode_arch(const uint8_t *buf, size_t len, struct pebs_decoded *d, const char **why)
+/* The architectural PEBS header: the record's size and the groups that follow. */
+static int arch_header(const uint8_t *buf, size_t len, struct pebs_decoded *d, const char **why)
 {
-	struct cursor c = { .p = buf, .off = 0 };
-	const uint8_t *g;
 	uint64_t h;
 	size_t size;
 
@@ -281,17 +280,22 @@ static int decode_arch(const uint8_t *buf, size_t len, struct pebs_decoded *d, c
 		*why = "continued (fragmented) records are not supported";
 		return -EOPNOTSUPP;
 	}
-	c.end = size;
 	d->size = size;
 	d->format_qword = h;
 	d->mode64 = h & ARCH_PEBS_HDR_64BIT_MODE;
-	take(&c, ARCH_PEBS_HDR_SIZE);
+	return 0;
+}
+
+/* The Basic and Aux groups; false if the record is too short for them. */
+static bool arch_basic_aux(struct cursor *c, uint64_t h, struct pebs_decoded *d)
+{
+	const uint8_t *g;
 
 	if (h & ARCH_PEBS_HDR_BASIC) {
 		uint64_t r;
 
-		if (!(g = take(&c, ARCH_PEBS_BASIC_SIZE)))
-			goto short_record;
+		if (!(g = take(c, ARCH_PEBS_BASIC_SIZE)))
+			return false;
 		d->eventing_ip = get64(g + ARCH_PEBS_BASIC_IP);
 		d->applicable = get64(g + ARCH_PEBS_BASIC_APPLICABLE);
 		d->tsc = get64(g + ARCH_PEBS_BASIC_TSC);
@@ -302,59 +306,94 @@ static int decode_arch(const uint8_t *buf, size_t len, struct pebs_decoded *d, c
 		d->groups |= PEBS_DEC_BASIC;
 	}
 	if (h & ARCH_PEBS_HDR_AUX) {
-		if (!(g = take(&c, ARCH_PEBS_AUX_SIZE)))
-			goto short_record;
+		if (!(g = take(c, ARCH_PEBS_AUX_SIZE)))
+			return false;
 		d->dla = get64(g + ARCH_PEBS_AUX_DLA);
 		d->data_src = get64(g + ARCH_PEBS_AUX_DATA_SRC);
 		d->latency = get64(g + ARCH_PEBS_AUX_LATENCY);
 		d->tsx = get64(g + ARCH_PEBS_AUX_TSX);
 		d->groups |= PEBS_DEC_MEMINFO;
 	}
+	return true;
+}
+
+/* The GPR and XER (XMM) groups; false if the record is too short for them. */
+static bool arch_regs(struct cursor *c, uint64_t h, struct pebs_decoded *d)
+{
+	const uint8_t *g;
+
 	if (h & ARCH_PEBS_HDR_GPR) {
-		if (!(g = take(&c, ARCH_PEBS_GPRS_SIZE)))
-			goto short_record;
+		if (!(g = take(c, ARCH_PEBS_GPRS_SIZE)))
+			return false;
 		get_gprs(g, d);
 		d->ssp = get64(g + ARCH_PEBS_GPRS_SSP);
 		d->groups |= PEBS_DEC_GPRS;
 	}
 	if (h & ARCH_PEBS_HDR_XMM) {
-		if (!(g = take(&c, ARCH_PEBS_XER_SIZE)))
-			goto short_record;
+		if (!(g = take(c, ARCH_PEBS_XER_SIZE)))
+			return false;
 		d->xstate = get64(g + ARCH_PEBS_XER_XSTATE);
 		get_xmms(g + ARCH_PEBS_XER_HDR_SIZE, d);
 		d->groups |= PEBS_DEC_XMMS;
 	}
-	if (h & ARCH_PEBS_HDR_LBR) {
-		unsigned int sel = (unsigned int) VPMU_FIELD_GET(ARCH_PEBS_HDR_LBR, h);
-		uint64_t depth;
+	return true;
+}
 
-		if (!(g = take(&c, ARCH_PEBS_LBR_HDR_SIZE)))
+/* The LBR group: its header, then as many entries as its depth says. */
+static int arch_lbrs(struct cursor *c, uint64_t h, struct pebs_decoded *d, const char **why)
+{
+	unsigned int sel = (unsigned int) VPMU_FIELD_GET(ARCH_PEBS_HDR_LBR, h);
+	const uint8_t *g;
+	uint64_t depth;
+
+	if (!(g = take(c, ARCH_PEBS_LBR_HDR_SIZE)))
+		return -EMSGSIZE;
+	depth = get64(g + ARCH_PEBS_LBR_DEPTH);
+	if (depth > ARCH_PEBS_LBR_MAX_DEPTH ||
+	    (sel != ARCH_PEBS_LBR_SEL_VAR && depth != 8ULL * sel) ||
+	    (sel == ARCH_PEBS_LBR_SEL_VAR && depth == 0)) {
+		*why = "LBR header depth does not match the header's LBR selector";
+		return -EINVAL;
+	}
+	d->lbr_sel = sel;
+	d->lbr_ctl = get64(g + ARCH_PEBS_LBR_CTL);
+	d->ler.from = get64(g + ARCH_PEBS_LBR_LER_FROM);
+	d->ler.to = get64(g + ARCH_PEBS_LBR_LER_TO);
+	d->ler.info = get64(g + ARCH_PEBS_LBR_LER_INFO);
+	if (!(g = take(c, (size_t) depth * PEBS_LBR_ENTRY_SIZE)))
+		return -EMSGSIZE;
+	get_lbrs(g, (unsigned int) depth, d);
+	d->groups |= PEBS_DEC_LBRS;
+	return 0;
+}
+
+static int decode_arch(const uint8_t *buf, size_t len, struct pebs_decoded *d, const char **why)
+{
+	struct cursor c = { .p = buf, .off = 0 };
+	uint64_t h;
+	int r = arch_header(buf, len, d, why);
+
+	if (r < 0)
+		return r;
+	h = d->format_qword;
+	c.end = d->size;
+	take(&c, ARCH_PEBS_HDR_SIZE);
+	if (!arch_basic_aux(&c, h, d) || !arch_regs(&c, h, d))
+		goto short_record;
+	if (h & ARCH_PEBS_HDR_LBR) {
+		r = arch_lbrs(&c, h, d, why);
+		if (r == -EMSGSIZE)
 			goto short_record;
-		depth = get64(g + ARCH_PEBS_LBR_DEPTH);
-		if (depth > ARCH_PEBS_LBR_MAX_DEPTH ||
-		    (sel != ARCH_PEBS_LBR_SEL_VAR && depth != 8ULL * sel) ||
-		    (sel == ARCH_PEBS_LBR_SEL_VAR && depth == 0)) {
-			*why = "LBR header depth does not match the header's LBR selector";
-			return -EINVAL;
-		}
-		d->lbr_sel = sel;
-		d->lbr_ctl = get64(g + ARCH_PEBS_LBR_CTL);
-		d->ler.from = get64(g + ARCH_PEBS_LBR_LER_FROM);
-		d->ler.to = get64(g + ARCH_PEBS_LBR_LER_TO);
-		d->ler.info = get64(g + ARCH_PEBS_LBR_LER_INFO);
-		if (!(g = take(&c, (size_t) depth * PEBS_LBR_ENTRY_SIZE)))
-			goto short_record;
-		get_lbrs(g, (unsigned int) depth, d);
-		d->groups |= PEBS_DEC_LBRS;
+		if (r < 0)
+			return r;
 	}
 	if (h & ARCH_PEBS_HDR_CNTR) {
-		int r = get_cntr_group(&c, d, why);
-
+		r = get_cntr_group(&c, d, why);
 		if (r < 0)
 			return r;
 	}
 	/* The size counts the zero padding to the next 16-byte boundary. */
-	if (size - c.off >= ARCH_PEBS_ALIGN) {
+	if (d->size - c.off >= ARCH_PEBS_ALIGN) {
 		*why = "header record size is larger than its groups plus padding";
 		return -EINVAL;
 	}

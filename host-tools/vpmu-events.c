@@ -482,7 +482,18 @@ static void list_models(char *out, size_t n)
 	}
 }
 
-int main(int argc, char **argv)
+/* A modifier of encode: --usr and the like. */
+static void add_mod(unsigned int flag)
+{
+	opt.mods.flags |= flag;
+	opt.any_mod = true;
+}
+
+/*
+ * The options into `opt`. 0 to go on, 1 after an error (one line said
+ * it), -1 after --help.
+ */
+static int parse_options(int argc, char **argv)
 {
 	enum { O_CPU = 256, O_JSON, O_DESC, O_USR, O_OS, O_INT, O_EDGE, O_INV, O_CMASK };
 	static const struct option opts[] = {
@@ -498,11 +509,8 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct evtsel_model m;
-	const char *cmd;
 	uint64_t cmask;
-	char names[128];
-	int c, r;
+	int c;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -517,24 +525,19 @@ int main(int argc, char **argv)
 			opt.desc = true;
 			break;
 		case O_USR:
-			opt.mods.flags |= EVTSEL_MOD_USR;
-			opt.any_mod = true;
+			add_mod(EVTSEL_MOD_USR);
 			break;
 		case O_OS:
-			opt.mods.flags |= EVTSEL_MOD_OS;
-			opt.any_mod = true;
+			add_mod(EVTSEL_MOD_OS);
 			break;
 		case O_INT:
-			opt.mods.flags |= EVTSEL_MOD_INT;
-			opt.any_mod = true;
+			add_mod(EVTSEL_MOD_INT);
 			break;
 		case O_EDGE:
-			opt.mods.flags |= EVTSEL_MOD_EDGE;
-			opt.any_mod = true;
+			add_mod(EVTSEL_MOD_EDGE);
 			break;
 		case O_INV:
-			opt.mods.flags |= EVTSEL_MOD_INV;
-			opt.any_mod = true;
+			add_mod(EVTSEL_MOD_INV);
 			break;
 		case O_CMASK:
 			if (parse_u64(optarg, &cmask) < 0 || cmask > 255) {
@@ -548,7 +551,7 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
-			return 0;
+			return -1;
 		case ':':
 			fprintf(stderr, "%s: option '%s' needs a value\n", prog, argv[optind - 1]);
 			return 1;
@@ -558,27 +561,50 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	return 0;
+}
+
+/* The command, and whether the options given apply to it; NULL after one line saying why not. */
+static const char *command(int argc, char **argv)
+{
+	const char *cmd;
+
 	if (optind >= argc) {
 		fprintf(stderr,
 			"%s: missing command: list, decode, encode or models (try --help)\n", prog);
-		return 1;
+		return NULL;
 	}
 	cmd = argv[optind++];
 	if (strcmp(cmd, "list") && strcmp(cmd, "decode") && strcmp(cmd, "encode") &&
 	    strcmp(cmd, "models")) {
 		fprintf(stderr, "%s: unknown command '%s': list, decode, encode or models\n", prog,
 			cmd);
-		return 1;
+		return NULL;
 	}
 	if (opt.any_mod && strcmp(cmd, "encode")) {
 		fprintf(stderr, "%s: --usr/--os/--int/--edge/--inv/--cmask only apply to encode\n",
 			prog);
-		return 1;
+		return NULL;
 	}
 	if (opt.desc && strcmp(cmd, "list")) {
 		fprintf(stderr, "%s: --desc only applies to list\n", prog);
-		return 1;
+		return NULL;
 	}
+	return cmd;
+}
+
+int main(int argc, char **argv)
+{
+	struct evtsel_model m;
+	const char *cmd;
+	char names[128];
+	int r = parse_options(argc, argv);
+
+	if (r)
+		return r < 0 ? 0 : r;
+	cmd = command(argc, argv);
+	if (!cmd)
+		return 1;
 	if (!strcmp(cmd, "models"))
 		return cmd_models();
 

@@ -274,12 +274,9 @@ int model_narrow(const struct vpmu_model *base, const struct vpmu_config *cfg,
 	return 0;
 }
 
-void model_derive(const struct vpmu_model *m, struct vpmu_masks *k)
+/* Counters, event selects and the fixed counters' control. */
+static void derive_counters(const struct vpmu_model *m, struct vpmu_masks *k)
 {
-	bool lbr = m->lbr_depth > 0;
-	unsigned int fmt = model_pebs_fmt(m);
-
-	memset(k, 0, sizeof(*k));
 	k->gp = lowmask_ull(m->nr_gp);
 	k->fixed = lowmask_ull(m->nr_fixed);
 	k->gp_width = lowmask_ull(m->gp_width);
@@ -303,6 +300,12 @@ void model_derive(const struct vpmu_model *m, struct vpmu_masks *k)
 		if (model_adaptive_pebs(m))
 			k->fixed_ctrl |= FIXED_CTRL_ADAPTIVE(i);
 	}
+}
+
+/* GLOBAL_CTRL, GLOBAL_STATUS and what resets and sets it; DEBUGCTL's freeze bits. */
+static void derive_global(const struct vpmu_model *m, struct vpmu_masks *k)
+{
+	bool lbr = m->lbr_depth > 0;
 
 	k->global_ctrl = k->gp | (k->fixed << GLOBAL_STATUS_FIXED_SHIFT);
 	if (model_has_metrics(m))
@@ -332,6 +335,12 @@ void model_derive(const struct vpmu_model *m, struct vpmu_masks *k)
 	}
 	if (m->perf_capabilities & PERF_CAP_FREEZE_WHILE_SMM)
 		k->debugctl |= DEBUGCTLMSR_FREEZE_IN_SMM;
+}
+
+/* PEBS of either kind, the extra MSRs events read, the LBR stack. */
+static void derive_sampling(const struct vpmu_model *m, struct vpmu_masks *k)
+{
+	bool lbr = m->lbr_depth > 0;
 
 	if (model_adaptive_pebs(m)) {
 		/* PEBS_BASELINE: every counter, GP from bit 0, fixed from 32 */
@@ -339,7 +348,7 @@ void model_derive(const struct vpmu_model *m, struct vpmu_masks *k)
 		k->data_cfg = PEBS_DATACFG_MEMINFO | PEBS_DATACFG_GP | PEBS_DATACFG_XMMS;
 		if (lbr)
 			k->data_cfg |= PEBS_DATACFG_LBRS | PEBS_DATACFG_LBR_ENTRIES;
-		if (fmt >= 6) {
+		if (model_pebs_fmt(m) >= 6) {
 			k->data_cfg |= PEBS_DATACFG_CNTR | (k->gp << 32) | (k->fixed << 48);
 			if (model_has_metrics(m))
 				k->data_cfg |= PEBS_DATACFG_METRICS;
@@ -376,4 +385,12 @@ void model_derive(const struct vpmu_model *m, struct vpmu_masks *k)
 		k->pebs_index = ARCH_PEBS_INDEX_WR | ARCH_PEBS_INDEX_FULL | ARCH_PEBS_INDEX_EN |
 				ARCH_PEBS_INDEX_THRESH;
 	}
+}
+
+void model_derive(const struct vpmu_model *m, struct vpmu_masks *k)
+{
+	memset(k, 0, sizeof(*k));
+	derive_counters(m, k);
+	derive_global(m, k);
+	derive_sampling(m, k);
 }
