@@ -24,7 +24,9 @@ static size_t regs_fill; /* bytes the fake VMM's callback writes */
 static int fill_regs(void *data, struct vpmu_vcpu *vcpu, struct vpmu_guest_regs *ret)
 {
 	/* a VMM built against another header writes its own struct's size */
-	memset(ret, 0x11, regs_fill);
+	memset(ret, 0, regs_fill);
+	ret->rip = 0x1005;
+	ret->long_mode = true;
 	regs_calls++;
 	return 0;
 }
