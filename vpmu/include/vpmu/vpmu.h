@@ -173,7 +173,11 @@ enum vpmu_backend {
  */
 typedef void (*vpmu_pmi_fn)(void *data, struct vpmu_vcpu *vcpu);
 
-/* The guest state a PEBS record reports, as it is after the sampled instruction. */
+/*
+ * The guest state a PEBS record reports, as it is after the sampled
+ * instruction. Grows at its end only: vpmu_config.regs_size says how much
+ * of it the VMM's callback fills.
+ */
 struct vpmu_guest_regs {
 	uint64_t rip; /* the next instruction (PEBS records are trap-like) */
 	uint64_t rflags;
@@ -290,9 +294,10 @@ VPMU_API int vpmu_vcpu_poll(struct vpmu_vcpu *vcpu);
 /*
  * Whether vpmu_vcpu_poll() or vpmu_vcpu_sync() has work to do: a host
  * counter reported an overflow that poll has not taken yet (read from
- * the event's ring buffer: two loads a counter, no syscall), or a guest
- * read found a counter wrapped and its PMI or PEBS record waits for the
- * next sync. For a VMM that runs guest code on the vCPU thread itself,
+ * the event's ring buffer: two loads a counter, no syscall), or a PMI
+ * or PEBS record waits for the next sync (a guest read found a counter
+ * wrapped, the regs callback could not give the registers yet, a
+ * restored snapshot owes one). For a VMM that runs guest code on the vCPU thread itself,
  * as an emulator does: with vpmu_config.signo = -1 it asks this every
  * few translated blocks instead of taking a signal per overflow (whose
  * handler costs an rt_sigreturn), and polls when it says true.
@@ -304,7 +309,8 @@ VPMU_API bool vpmu_vcpu_pending(const struct vpmu_vcpu *vcpu);
 /*
  * What a run of retired guest instructions did, all at one CPL. Branch
  * kinds overlap as on hardware: a taken conditional branch is counted in
- * branches, cond_branches, cond_taken and near_taken.
+ * branches, cond_branches, cond_taken and near_taken. Grows at its end
+ * only: vpmu_exact_feed() passes its size.
  */
 struct vpmu_exact_counts {
 	uint64_t instructions;	/* retired instructions (a REP string op is one) */
