@@ -11,10 +11,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "abi.h"
 #include "bits.h"
 #include "events.h"
 #include "model.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "vpmu/vpmu.h"
 
 struct out {
@@ -128,14 +129,19 @@ static void put_counter(struct out *o, const struct vpmu_event_table *t, unsigne
 	    c->error);
 }
 
-int vpmu_stats_to_json(const struct vpmu_stats *st, unsigned int index, char *buf, size_t size,
-		       size_t *ret_len)
+/*
+ * `st_size` bytes of the caller's struct: every field this library knows
+ * that lies inside them (ABI_HAS(struct vpmu_stats, st_size, f) for a
+ * field appended after VPMU_0.1).
+ */
+int vpmu_stats_to_json_sized(const struct vpmu_stats *st, size_t st_size, unsigned int index,
+			     char *buf, size_t size, size_t *ret_len)
 {
 	const struct vpmu_event_table *t;
 	struct out o = { .buf = buf, .size = size };
 	bool first = true;
 
-	if (!st || !ret_len || (!buf && size))
+	if (!st || !ret_len || (!buf && size) || st_size < STATS_SIZE_V01)
 		return -EINVAL;
 	if (st->version != VPMU_STATS_VERSION)
 		return -EPROTO;
@@ -185,4 +191,10 @@ int vpmu_stats_to_json(const struct vpmu_stats *st, unsigned int index, char *bu
 		return -ENOSPC;
 	*ret_len = o.len;
 	return 0;
+}
+
+int(vpmu_stats_to_json)(const struct vpmu_stats *st, unsigned int index, char *buf, size_t size,
+			size_t *ret_len)
+{
+	return vpmu_stats_to_json_sized(st, STATS_SIZE_V01, index, buf, size, ret_len);
 }
