@@ -311,6 +311,8 @@ static void hook_step(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 		if (step_retired(emu, addr))
 			return;
 	}
+	if ((emu->mmu.smc_n || emu->mmu.smc_overflow) && mmu_smc_service(emu, addr, 15))
+		emu->async_stop = 1; /* 15: the longest instruction (SDM Vol. 2A 2.3.11) */
 	if (emu->fatal || emu->want_stop || emu->kicked || emu->async_stop) {
 		emu_stop(emu, addr);
 		return;
@@ -488,6 +490,9 @@ void count_hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 		retire_cur(emu, addr);
 	emu->cur = NULL;
 	emu->stepping = false;
+	/* code written through another mapping: drop what is stale before it runs */
+	if ((emu->mmu.smc_n || emu->mmu.smc_overflow) && mmu_smc_service(emu, addr, size))
+		emu->async_stop = 1; /* this block is: run it again, translated anew */
 	/* a host counter's overflow record, without a signal: stop here and poll */
 	if (emu->host_poll && ++emu->poll_tick >= EMU_POLL_BLOCKS) {
 		emu->poll_tick = 0;
@@ -612,6 +617,9 @@ void count_hook_new_tb(uc_engine *uc, uc_tb *cur, uc_tb *prev, void *data)
 	struct emu *emu = data;
 	struct blk *b = &emu->blocks[(cur->pc ^ cur->pc >> 12) % BLK_CACHE];
 
+	if (emu->trace)
+		fprintf(stderr, "trace: new translation %#llx+%u\n", (unsigned long long) cur->pc,
+			cur->size);
 	if (b->insns && b->addr == cur->pc)
 		b->stale = true;
 }

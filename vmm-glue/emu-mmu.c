@@ -73,6 +73,14 @@ static struct window *window_of_host(struct emu *emu, const uint8_t *a)
 	return NULL;
 }
 
+static bool in_identity(const struct emu_mmu *m, uint64_t gpa)
+{
+	for (unsigned int i = 0; i < m->nr_ram; i++)
+		if (gpa >= m->ram[i].gpa && gpa < m->ram[i].gpa + m->ram[i].size)
+			return true;
+	return false;
+}
+
 static bool is_code(const struct emu *emu, uint64_t gpa)
 {
 	uint64_t pfn = gpa / PAGE;
@@ -80,12 +88,16 @@ static bool is_code(const struct emu *emu, uint64_t gpa)
 	return gpa < emu->mmu.ram_top && (emu->mmu.code[pfn / 8] >> (pfn % 8) & 1);
 }
 
-/* Stop Unicorn at the next block boundary, from anywhere (a signal handler too). */
+/*
+ * Stop Unicorn at the next block boundary, from anywhere (a signal handler
+ * too): the block hook sees the flag. Never uc_emu_stop() here: Unicorn
+ * 2.0.1 looks for a stop request after every memory access too, and one
+ * seen there leaves the block half done with RIP at its start, so the
+ * instructions before the access would run twice.
+ */
 static void request_stop(struct emu *emu)
 {
 	emu->async_stop = 1;
-	if (emu->in_run)
-		uc_emu_stop(emu->uc);
 }
 
 static int32_t pop_alloc(struct emu_mmu *m)
@@ -165,19 +177,31 @@ static bool map_page(struct emu *emu, struct window *w, uint8_t *a)
 	return true;
 }
 
-/* A write to a page mapped read-only because it holds translated code. */
+/*
+ * A write to a page mapped read-only because it holds translated code run
+ * through another page. Its bytes before the write are kept, for
+ * mmu_smc_service to see which translations the writes made stale; the
+ * write then goes through (the handler returns and the store is redone).
+ */
 static bool code_write(struct emu *emu, struct pop *pp, uint8_t *host)
 {
 	struct emu_mmu *m = &emu->mmu;
+	int n = m->smc_n, i;
 
+	for (i = 0; i < n && m->smc_gpa[i] != pp->gpa; i++)
+		;
+	if (i == n) {
+		if (n < SMC_CAP) {
+			memcpy(m->smc_old + (size_t) n * PAGE, host, PAGE);
+			m->smc_gpa[n] = pp->gpa;
+			m->smc_n = n + 1;
+		} else {
+			m->smc_overflow = 1;
+		}
+	}
 	if (mprotect(host, PAGE, PROT_READ | PROT_WRITE) < 0)
 		return false;
 	pp->ro = false;
-	if (m->smc_n < SMC_CAP)
-		m->smc_gpa[m->smc_n++] = pp->gpa;
-	else
-		m->smc_overflow = 1;
-	request_stop(emu);
 	return true;
 }
 
@@ -302,9 +326,14 @@ int mmu_init(struct emu *emu, const struct guest_region *ram, unsigned int nr, c
 	m->code = calloc(pages / 8 + 1, 1);
 	m->scratch = mmap(NULL, SCRATCH_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 			  -1, 0);
-	if (!m->pop || !m->used || !m->gpa_head || !m->code || m->scratch == MAP_FAILED) {
+	m->smc_old = mmap(NULL, SMC_CAP * PAGE, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (!m->pop || !m->used || !m->gpa_head || !m->code || m->scratch == MAP_FAILED ||
+	    m->smc_old == MAP_FAILED) {
 		if (m->scratch == MAP_FAILED)
 			m->scratch = NULL;
+		if (m->smc_old == MAP_FAILED)
+			m->smc_old = NULL;
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
@@ -376,6 +405,8 @@ void mmu_free(struct emu *emu)
 	free(m->code);
 	if (m->scratch)
 		munmap(m->scratch, SCRATCH_SIZE);
+	if (m->smc_old)
+		munmap(m->smc_old, SMC_CAP * PAGE);
 	if (emu->ram)
 		munmap(emu->ram, m->ram_top);
 	if (m->memfd >= 0)
@@ -449,7 +480,11 @@ void mmu_tlb_flush(struct emu *emu)
 /* Drop Unicorn's translations of [la, la + len) and our decodes. With mmu_pg_off() in effect. */
 static void tb_drop(struct emu *emu, uint64_t la, uint64_t len)
 {
-	uc_ctl_remove_cache(emu->uc, la, la + len);
+	uc_err e = uc_ctl_remove_cache(emu->uc, la, la + len);
+
+	if (emu->trace)
+		fprintf(stderr, "trace: drop translations %#llx+%#llx: %s\n",
+			(unsigned long long) la, (unsigned long long) len, uc_strerror(e));
 	emu->mmu.tb_pages++;
 	for (unsigned int i = 0; i < BLK_CACHE; i++) {
 		struct blk *b = &emu->blocks[i];
@@ -566,6 +601,8 @@ static int window_new(struct emu *emu, uint64_t la)
 		return -EIO;
 	}
 	w->settle = emu->in_run;
+	if (w->settle)
+		request_stop(emu); /* map it again from outside soon: see settle() */
 	m->nr_win++;
 	emu->st.windows++;
 	return 0;
@@ -768,9 +805,8 @@ static void code_written(struct emu *emu, uint64_t gpa)
 
 	if (gpa >= m->ram_top)
 		return;
-	for (unsigned int i = 0; i < m->nr_ram; i++)
-		if (gpa >= m->ram[i].gpa && gpa < m->ram[i].gpa + m->ram[i].size)
-			tb_drop(emu, gpa, PAGE); /* its identity mapping */
+	if (in_identity(m, gpa))
+		tb_drop(emu, gpa, PAGE);
 	for (int32_t i = m->gpa_head[pfn]; i >= 0; i = m->pop[i].next) {
 		struct pop *pp = &m->pop[i];
 
@@ -779,6 +815,116 @@ static void code_written(struct emu *emu, uint64_t gpa)
 		protect(emu, pp, false);
 	}
 	m->code[pfn / 8] &= (uint8_t) ~(1u << (pfn % 8));
+}
+
+/* The bytes [*lo, *hi) of a page that differ between `a` and `b`; false if none do. */
+static bool changed_bytes(const uint8_t *a, const uint8_t *b, uint64_t *lo, uint64_t *hi)
+{
+	uint64_t l = 0, h = PAGE;
+
+	while (l < PAGE && a[l] == b[l])
+		l++;
+	if (l == PAGE)
+		return false;
+	while (a[h - 1] == b[h - 1])
+		h--;
+	*lo = l;
+	*hi = h;
+	return true;
+}
+
+/*
+ * Guest page `gpa` runs the current block [at, at + len) and was written
+ * through another mapping: drop only the translations of the bytes that
+ * changed, [lo, hi), in every mapping, so the block that wrote can go on
+ * (Linux's text_poke patching a site on the page of its own memcpy), and
+ * keep the page read-only elsewhere. True if the current block is among
+ * them: it must not run as translated.
+ */
+static bool code_patched(struct emu *emu, uint64_t gpa, uint64_t lo, uint64_t hi, uint64_t at,
+			 uint32_t len)
+{
+	struct emu_mmu *m = &emu->mmu;
+	bool stale = false;
+
+	if (in_identity(m, gpa)) {
+		tb_drop(emu, gpa + lo, hi - lo);
+		stale |= overlap(at, len, gpa + lo, hi - lo);
+	}
+	for (int32_t i = m->gpa_head[gpa / PAGE]; i >= 0; i = m->pop[i].next) {
+		struct pop *pp = &m->pop[i];
+
+		tb_drop(emu, pp->la + lo, hi - lo);
+		stale |= overlap(at, len, pp->la + lo, hi - lo);
+		protect(emu, pp, !pp->exec);
+	}
+	return stale;
+}
+
+/* Is the current block [at, at + len) on guest page `gpa`, through any mapping? */
+static bool runs_from(struct emu *emu, uint64_t gpa, uint64_t at, uint32_t len)
+{
+	struct emu_mmu *m = &emu->mmu;
+
+	if (!len)
+		return false;
+	if (in_identity(m, gpa) && overlap(at, len, gpa, PAGE))
+		return true;
+	for (int32_t i = m->gpa_head[gpa / PAGE]; i >= 0; i = m->pop[i].next)
+		if (overlap(at, len, m->pop[i].la, PAGE))
+			return true;
+	return false;
+}
+
+/*
+ * Drop the translations that code pages written through another mapping
+ * since the last time made stale. Called by the block hook of the block
+ * [at, at + len) about to run, and between runs (len 0). The block that
+ * wrote has finished: cross-modified code runs stale for at most that
+ * block, as a processor's prefetched instructions may until it serializes
+ * (SDM Vol. 3A 8.1.3). True if the block about to run is stale itself:
+ * stop before it and run it again, translated anew.
+ */
+bool mmu_smc_service(struct emu *emu, uint64_t at, uint32_t len)
+{
+	struct emu_mmu *m = &emu->mmu;
+	bool was = m->pg_saved, stale = false;
+	int n = m->smc_n;
+
+	if (!n && !m->smc_overflow)
+		return false;
+	mmu_pg_off(emu);
+	if (m->smc_overflow) {
+		m->smc_overflow = 0;
+		for (uint64_t pfn = 0; pfn < m->ram_top / PAGE; pfn++)
+			if (m->code[pfn / 8] >> (pfn % 8) & 1) {
+				stale |= runs_from(emu, pfn * PAGE, at, len);
+				code_written(emu, pfn * PAGE);
+			}
+	}
+	for (int i = 0; i < n; i++) {
+		uint64_t gpa = m->smc_gpa[i], lo, hi;
+
+		if (!changed_bytes(m->smc_old + (size_t) i * PAGE, emu->ram + gpa, &lo, &hi)) {
+			/* the same bytes again: nothing is stale, the page stays guarded */
+			for (int32_t k = m->gpa_head[gpa / PAGE]; k >= 0; k = m->pop[k].next)
+				protect(emu, &m->pop[k], !m->pop[k].exec);
+			continue;
+		}
+		if (emu->trace)
+			fprintf(stderr, "trace: code page %#llx written at +%#llx..+%#llx\n",
+				(unsigned long long) gpa, (unsigned long long) lo,
+				(unsigned long long) hi);
+		if (runs_from(emu, gpa, at, len))
+			stale |= code_patched(emu, gpa, lo, hi, at, len);
+		else
+			code_written(emu, gpa);
+	}
+	m->smc_n = 0;
+	emu->st.smc_events++;
+	if (!was)
+		mmu_pg_on(emu, true);
+	return stale;
 }
 
 /* Between runs: what the SIGSEGV handler left to do, and windows to settle. */
@@ -795,20 +941,7 @@ void mmu_service(struct emu *emu)
 			  (unsigned long long) m->bad_la);
 		m->bad = 3;
 	}
-	if (m->smc_n || m->smc_overflow) {
-		mmu_pg_off(emu);
-		if (m->smc_overflow) {
-			m->smc_overflow = 0;
-			for (uint64_t pfn = 0; pfn < m->ram_top / PAGE; pfn++)
-				if (m->code[pfn / 8] >> (pfn % 8) & 1)
-					code_written(emu, pfn * PAGE);
-		}
-		for (int i = 0; i < m->smc_n; i++)
-			code_written(emu, m->smc_gpa[i]);
-		m->smc_n = 0;
-		emu->st.smc_events++;
-		mmu_pg_on(emu, true);
-	}
+	mmu_smc_service(emu, 0, 0);
 	if (m->pop_full) {
 		drop_all(emu);
 		m->pop_full = 0;

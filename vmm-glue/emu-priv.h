@@ -148,8 +148,9 @@ struct emu_mmu {
 	/* written from the SIGSEGV handler, read by the run loop */
 	volatile sig_atomic_t smc_n, smc_overflow, pop_full, bad;
 	uint64_t smc_gpa[SMC_CAP];
-	uint64_t bad_la; /* the first window page mapped onto no RAM (bad: 1; 2: the APIC) */
-	uint64_t faults; /* pages mapped on first touch */
+	uint8_t *smc_old; /* SMC_CAP pages: each smc_gpa page's bytes before the first write */
+	uint64_t bad_la;  /* the first window page mapped onto no RAM (bad: 1; 2: the APIC) */
+	uint64_t faults;  /* pages mapped on first touch */
 	uint64_t resyncs, unmapped, tb_pages;
 	bool pg_saved; /* mmu_pg_off() in effect */
 	uint64_t cr0_saved;
@@ -192,7 +193,8 @@ struct emu {
 	uint32_t pending_err;
 	uint64_t pending_rip; /* the frame's RIP for it */
 	bool fatal;
-	bool trace; /* VPMU_EMU_TRACE set: log hooks to stderr */
+	bool trace;	      /* VPMU_EMU_TRACE set: log hooks to stderr */
+	uint64_t trace_after; /* ...once this many instructions retired */
 	char fatal_msg[256];
 
 	/* run control */
@@ -293,6 +295,7 @@ void mmu_tb_invalidate(struct emu *emu, uint64_t la, uint64_t len);
 void mmu_resync(struct emu *emu, const struct walk_paging *next, uint64_t only);
 void mmu_code_page(struct emu *emu, uint64_t la, uint64_t gpa);
 void mmu_service(struct emu *emu);
+bool mmu_smc_service(struct emu *emu, uint64_t at, uint32_t len);
 int mmu_check_identity(struct emu *emu, const struct walk_paging *p, uint64_t *ret_la,
 		       uint64_t *ret_gpa);
 bool mmu_maps_apic(struct emu *emu, uint64_t la);

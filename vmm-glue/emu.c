@@ -681,7 +681,11 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 		return -ENOMEM;
 	}
 	emu->cfg = *cfg;
-	emu->trace = getenv("VPMU_EMU_TRACE") != NULL;
+	/* VPMU_EMU_TRACE=N: log hooks and runs to stderr once N instructions retired */
+	if (getenv("VPMU_EMU_TRACE")) {
+		emu->trace_after = strtoull(getenv("VPMU_EMU_TRACE"), NULL, 0);
+		emu->trace = !emu->trace_after;
+	}
 	emu->pending_vector = -1;
 	emu->trampoline = -1;
 	emu->ram_size = cfg->mem_size;
@@ -802,12 +806,11 @@ void emu_kick(struct emu *emu)
 	emu->kicked = 1;
 }
 
+/* From a signal handler: the block hook stops at the next block (see request_stop in emu-mmu.c). */
 void emu_interrupt(struct emu *emu)
 {
 	emu->interrupted = 1;
 	emu->async_stop = 1;
-	if (emu->in_run)
-		uc_emu_stop(emu->uc);
 }
 
 void emu_get_stats(const struct emu *emu, struct emu_stats *ret)
@@ -1248,6 +1251,8 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 		emu->cur = NULL;
 		emu->prev_valid = false;
 		emu->stepping = false;
+		if (emu->trace_after && emu->st.instructions >= emu->trace_after)
+			emu->trace = true;
 		if (emu->trace)
 			fprintf(stderr, "trace: run at %#llx until %#llx\n",
 				(unsigned long long) emu->resume_rip,
@@ -1269,6 +1274,16 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 		emu->in_run = true;
 		ue = uc_emu_start(emu->uc, emu->resume_rip, 0, 0, 0);
 		emu->in_run = false;
+		if (emu->trace)
+			fprintf(stderr,
+				"trace: back at %#llx rcx %#llx rdi %#llx (%s): stopped %d async "
+				"%d "
+				"vector %d smc %d\n",
+				(unsigned long long) emu_reg(emu, UC_X86_REG_RIP),
+				(unsigned long long) emu_reg(emu, UC_X86_REG_RCX),
+				(unsigned long long) emu_reg(emu, UC_X86_REG_RDI), uc_strerror(ue),
+				emu->stopped, (int) emu->async_stop, emu->pending_vector,
+				(int) emu->mmu.smc_n);
 		events = emu->stopped || emu->fatal || emu->plat.exited ||
 			 emu->pending_vector >= 0 || emu->syscall_pending;
 		/* a stop armed in this run is for the rerun; any other stop drops the old one */

@@ -14,7 +14,12 @@
  *   mapped it first (4.8);
  * - SYSCALL from ring 3 enters LSTAR at CPL 0 with RCX = the return
  *   address, R11 = RFLAGS, RFLAGS masked by IA32_FMASK, CS/SS from STAR;
- *   SYSRET comes back to ring 3 (SDM Vol. 2B SYSCALL, SYSRET).
+ *   SYSRET comes back to ring 3 (SDM Vol. 2B SYSCALL, SYSRET);
+ * - code modified through another linear mapping of its page, as Linux's
+ *   text_poke does, runs as modified (SDM Vol. 3A 8.1.3: a processor
+ *   detects writes to code by physical address; after the write the
+ *   program executes the new code once it has serialized), and so does
+ *   code modified through its own mapping.
  */
 #include "guest.h"
 
@@ -38,11 +43,13 @@
 #define VA_NX	   0x40002000ull /* an XD code page */
 #define VA_AD	   0x40003000ull /* fresh, for Accessed/Dirty */
 #define VA_AD2	   0x40203000ull /* another PDE, fresh tables */
+#define VA_CODE	   0x40400000ull /* code page, run from here */
+#define VA_POKE	   0x40600000ull /* the same page, written through here */
 
 #define str(x)	#x
 #define xstr(x) str(x)
 
-static uint8_t data_pages[4][4096] __attribute__((aligned(4096)));
+static uint8_t data_pages[5][4096] __attribute__((aligned(4096)));
 uint8_t user_stack[4096] __attribute__((aligned(4096)));
 static uint8_t ring0_stack[4096] __attribute__((aligned(16)));
 uint64_t ring0_rsp, user_ret;
@@ -382,6 +389,89 @@ static void syscall_sysret(void)
 	       sys_r11, sys_rflags);
 }
 
+/* mov $v, %eax; ret, written through `at` */
+static void poke_ret(uint64_t at, uint8_t v)
+{
+	static const uint8_t code[] = { 0xb8, 0, 0, 0, 0, 0xc3 };
+	volatile uint8_t *p = (volatile uint8_t *) at;
+
+	for (unsigned int i = 0; i < sizeof(code); i++)
+		p[i] = i == 1 ? v : code[i];
+}
+
+static void cross_modified_code(void)
+{
+	int (*fn)(void) = (int (*)(void)) VA_CODE;
+	int r1, r2, r3, r4;
+
+	map_page(VA_CODE, (uint64_t) data_pages[4], PTE_W);
+	map_page(VA_POKE, (uint64_t) data_pages[4], PTE_W);
+	poke_ret(VA_POKE, 1);
+	r1 = fn();
+	poke_ret(VA_POKE, 2); /* through the other mapping, nothing in between */
+	r2 = fn();
+	poke_ret(VA_POKE, 3);
+	__asm__ volatile("cpuid" ::"a"(0), "c"(0) : "rbx", "rdx", "memory"); /* serialize */
+	r3 = fn();
+	poke_ret(VA_CODE, 4); /* through the mapping it runs from */
+	r4 = fn();
+	report(r1 == 1, "code written through another mapping runs (%d)", r1);
+	report(r2 == 2, "rewritten through that mapping, it runs as rewritten (%d)", r2);
+	report(r3 == 3, "  and after a serializing CPUID (%d)", r3);
+	report(r4 == 4, "rewritten through its own mapping, it runs as rewritten (%d)", r4);
+}
+
+/*
+ * Code that writes its own page through another mapping: Linux's
+ * text_poke patching a site on the page of the memcpy it patches with.
+ * The copy is `mov %edx, %ecx; rep movsb; ret` at VA_CODE + 0x100; it
+ * writes VA_POKE + 0x800, which is VA_CODE + 0x800.
+ */
+static void self_poking_code(void)
+{
+	static const uint8_t copy[] = { 0x89, 0xd1, 0xf3, 0xa4, 0xc3 };
+	static uint8_t src[64];
+	void (*fn)(uint64_t, const void *, uint32_t) =
+		(void (*)(uint64_t, const void *, uint32_t))(VA_CODE + 0x100);
+	volatile uint8_t *run = (volatile uint8_t *) VA_CODE, *poke = (volatile uint8_t *) VA_POKE;
+	unsigned int same = 0;
+
+	for (unsigned int i = 0; i < sizeof(copy); i++)
+		poke[0x100 + i] = copy[i];
+	for (unsigned int i = 0; i < sizeof(src); i++)
+		src[i] = (uint8_t) (0x90 + i);
+	fn(VA_POKE + 0x800, src, 1);
+	fn(VA_POKE + 0x801, src + 1, sizeof(src) - 1);
+	for (unsigned int i = 0; i < sizeof(src); i++)
+		same += run[0x800 + i] == src[i];
+	report(same == sizeof(src),
+	       "code that copies into its own page through another mapping "
+	       "finishes the copy (%u of %u bytes)",
+	       same, (unsigned int) sizeof(src));
+}
+
+/*
+ * A block that writes its code page through another mapping runs once:
+ * `inc %rsi; movb $0x90, (%rdi); inc %rsi; mov %rsi, %rax; ret` at
+ * VA_CODE + 0x200 writes VA_POKE + 0x840 and returns its argument + 2.
+ */
+static void writing_block_runs_once(void)
+{
+	static const uint8_t code[] = { 0x48, 0xff, 0xc6, 0xc6, 0x07, 0x90, 0x48,
+					0xff, 0xc6, 0x48, 0x89, 0xf0, 0xc3 };
+	uint64_t (*fn)(uint64_t, uint64_t) = (uint64_t(*)(uint64_t, uint64_t))(VA_CODE + 0x200);
+	volatile uint8_t *poke = (volatile uint8_t *) VA_POKE;
+	uint64_t r1, r2;
+
+	for (unsigned int i = 0; i < sizeof(code); i++)
+		poke[0x200 + i] = code[i];
+	r1 = fn(VA_POKE + 0x840, 10);
+	r2 = fn(VA_POKE + 0x840, 20);
+	report(r1 == 12 && r2 == 22,
+	       "a block that writes its own page through another mapping runs once (%llu, %llu)",
+	       (unsigned long long) r1, (unsigned long long) r2);
+}
+
 int main(uint64_t arg)
 {
 	report_prefix("pagebits: ");
@@ -395,5 +485,8 @@ int main(uint64_t arg)
 	no_execute();
 	accessed_dirty();
 	syscall_sysret();
+	cross_modified_code();
+	self_poking_code();
+	writing_block_runs_once();
 	return report_summary();
 }
