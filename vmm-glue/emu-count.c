@@ -313,7 +313,7 @@ static void hook_step(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 	}
 	if ((emu->mmu.smc_n || emu->mmu.smc_overflow) && mmu_smc_service(emu, addr, 15))
 		emu->async_stop = 1; /* 15: the longest instruction (SDM Vol. 2A 2.3.11) */
-	if (emu->fatal || emu->want_stop || emu->kicked || emu->async_stop) {
+	if (emu->fatal || emu->want_stop || emu->kicked || emu->async_stop || emu->interrupted) {
 		emu_stop(emu, addr);
 		return;
 	}
@@ -505,7 +505,7 @@ void count_hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 	/* the LAPIC timer's interrupt is due: stop at this block boundary */
 	if (emu_tsc(emu) >= emu->timer_at)
 		emu->want_stop = true;
-	if (emu->fatal || emu->want_stop || emu->kicked || emu->async_stop) {
+	if (emu->fatal || emu->want_stop || emu->kicked || emu->async_stop || emu->interrupted) {
 		emu_stop(emu, addr);
 		return;
 	}

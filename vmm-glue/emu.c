@@ -29,6 +29,7 @@
 #define PMI_STORM_MIN	8      /* instructions between PMIs below this... */
 #define PMI_STORM_COUNT 100000 /* ...this many times in a row: a storm */
 #define NO_PROGRESS_MAX 64     /* runs in a row that retire nothing at one RIP: a hang */
+#define EXC_STREAK_MAX	65536  /* exceptions in a row that retire nothing: a hang */
 #define EFER_SCE	(1ull << 0)
 #define EFER_LME	(1ull << 8)
 #define EFER_LMA	(1ull << 10)
@@ -1183,6 +1184,30 @@ static void check_progress(struct emu *emu, uint64_t insns_before)
 	}
 }
 
+/*
+ * Exceptions raised one after the other with no instruction retired in
+ * between: each one's handler faults before its first instruction
+ * completes. Hardware would stack frames until a double fault and a
+ * shutdown; the emulator's deliveries do not always descend, so it would
+ * spin forever. Say where instead.
+ */
+static void check_exception_loop(struct emu *emu, uint64_t insns_before)
+{
+	char where[160];
+
+	if (emu->st.instructions != insns_before) {
+		emu->exc_streak = 0;
+		return;
+	}
+	if (++emu->exc_streak < EXC_STREAK_MAX)
+		return;
+	emu_describe(emu, where, sizeof(where));
+	emu_fatal(emu,
+		  "the guest takes exceptions without end: %d in a row retired no instruction; "
+		  "the last, vector %d error code %#x, at %s",
+		  EXC_STREAK_MAX, emu->pending_vector, emu->pending_err, where);
+}
+
 int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 {
 	for (;;) {
@@ -1291,6 +1316,8 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 			emu->until = 0;
 		if (emu->fatal || emu->plat.exited || emu->pending_vector >= 0) {
 			emu->no_progress = 0;
+			if (emu->pending_vector >= 0)
+				check_exception_loop(emu, insns_before);
 			continue;
 		}
 		if (ue != UC_ERR_OK) {
