@@ -412,7 +412,7 @@ static int msr_write(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v)
 		counter_write(vcpu, i, v);
 		return 0;
 	case K_EVTSEL:
-		if (v & ~k->evtsel)
+		if (v & ~(k->evtsel | (i == 2 ? k->evtsel2_extra : 0)))
 			return -EINVAL;
 		if (v != vcpu->gp[i].evtsel)
 			vcpu->dirty |= BIT_ULL(i);

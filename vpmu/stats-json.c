@@ -119,12 +119,12 @@ static void put_counter(struct out *o, const struct vpmu_event_table *t, unsigne
 		put(o, "%s\"%s\"", first ? "" : ",", flags[i].name);
 		first = false;
 	}
-	put(o, "],\"state\":\"%s\",\"error\":%" PRId32 "}",
+	put(o, "],\"state\":\"%s\",\"error\":%" PRId32 ",\"log_repeats\":%" PRIu64 "}",
 	    c->flags & VPMU_CTR_BACKED	   ? "backed"
 	    : c->flags & VPMU_CTR_UNBACKED ? "unbacked"
 	    : c->flags & VPMU_CTR_FILTERED ? "filtered"
 					   : "idle",
-	    c->error);
+	    c->error, c->log_repeats);
 }
 
 int vpmu_stats_to_json(const struct vpmu_stats *st, unsigned int index, char *buf, size_t size,
@@ -164,6 +164,8 @@ int vpmu_stats_to_json(const struct vpmu_stats *st, unsigned int index, char *bu
 	FIELD(pebs_skipped);
 	FIELD(pebs_deferred);
 	FIELD(walk_faults);
+	FIELD(pmis_merged);
+	FIELD(log_repeats);
 #undef FIELD
 	put(&o, ",\"counters\":[");
 	for (unsigned int i = 0; i < VPMU_STATS_COUNTERS; i++) {

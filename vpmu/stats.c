@@ -35,6 +35,7 @@ static void counter_stats(struct vpmu_vcpu *vcpu, unsigned int ctr, unsigned int
 			cs->flags |= VPMU_CTR_RUNNING;
 	}
 	cs->error = hw->error;
+	cs->log_repeats = vcpu->log_seen[slot].repeats;
 	cs->time_enabled = cs->time_running = 0;
 	if (vcpu->backend->info && hw->backed) {
 		struct vpmu_backend_info bi;
@@ -60,6 +61,9 @@ void stats_publish(struct vpmu_vcpu *vcpu)
 		counter_stats(vcpu, i, i);
 	for (unsigned int i = 0; i < vcpu->model.nr_fixed; i++)
 		counter_stats(vcpu, 32 + i, 8 + i);
+	s->log_repeats = 0;
+	for (unsigned int i = 0; i < VPMU_STATS_COUNTERS; i++)
+		s->log_repeats += vcpu->log_seen[i].repeats;
 	s->global_status = vcpu->global_status;
 	s->global_ctrl = vcpu->global_ctrl;
 	seq = __atomic_load_n(&vcpu->pub.seq, __ATOMIC_RELAXED);
@@ -95,5 +99,11 @@ int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret)
 void vpmu_pmi_delivered(struct vpmu_vcpu *vcpu)
 {
 	vcpu->stats.pmis_delivered++;
+	stats_publish(vcpu);
+}
+
+void vpmu_pmi_merged(struct vpmu_vcpu *vcpu)
+{
+	vcpu->stats.pmis_merged++;
 	stats_publish(vcpu);
 }
