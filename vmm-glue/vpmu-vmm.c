@@ -204,17 +204,18 @@ static void summary_vpmu(struct vpmu_vcpu *vcpu)
 		return;
 	fprintf(stderr,
 		"vpmu-vmm: vpmu %s/%s: %llu MSR reads, %llu writes, %llu #GP, %llu RDPMC, "
-		"%llu overflows, %llu PMIs requested, %llu delivered\n",
+		"%llu overflows, %llu PMIs requested, %llu delivered, %llu merged\n",
 		v.model, v.backend, (unsigned long long) v.msr_reads,
 		(unsigned long long) v.msr_writes, (unsigned long long) v.msr_faults,
 		(unsigned long long) v.rdpmcs, (unsigned long long) v.overflows,
-		(unsigned long long) v.pmis_requested, (unsigned long long) v.pmis_delivered);
+		(unsigned long long) v.pmis_requested, (unsigned long long) v.pmis_delivered,
+		(unsigned long long) v.pmis_merged);
 	for (unsigned int i = 0; i < VPMU_STATS_COUNTERS; i++) {
 		const struct vpmu_counter_stats *c = &v.counters[i];
 		const char *state;
 		char note[96];
 
-		if (!(c->flags & VPMU_CTR_PROGRAMMED) && !c->overflows)
+		if (!(c->flags & VPMU_CTR_PROGRAMMED) && !c->overflows && !c->log_repeats)
 			continue;
 		if (c->time_enabled)
 			fprintf(stderr,
@@ -233,6 +234,13 @@ static void summary_vpmu(struct vpmu_vcpu *vcpu)
 		fprintf(stderr, "vpmu-vmm:   %s%u config %#llx count %llu overflows %llu%s\n",
 			i < 8 ? "gp" : "fixed", i < 8 ? i : i - 8, (unsigned long long) c->config,
 			(unsigned long long) c->count, (unsigned long long) c->overflows, note);
+		/* the library logs one line per counter and reason: the rest are counted */
+		if (c->log_repeats)
+			fprintf(stderr,
+				"vpmu-vmm:   %s%u: its warning above repeated %llu times, not "
+				"logged again\n",
+				i < 8 ? "gp" : "fixed", i < 8 ? i : i - 8,
+				(unsigned long long) c->log_repeats);
 	}
 }
 
