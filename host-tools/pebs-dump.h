@@ -12,6 +12,14 @@
 
 #define VPMU_PEBS_DUMP_MAGIC   "VPMUPEBS"
 #define VPMU_PEBS_DUMP_VERSION 1
+/*
+ * The most bytes of records a dump holds: vpmu-vmm writes no more, and
+ * vpmu-pebs reads no more (architectural PEBS buffers end at 4 KiB << 15
+ * = 128 MiB; a DS buffer past this is no buffer a guest really uses).
+ */
+#define VPMU_PEBS_DUMP_MAX_RECORDS (256ull << 20)
+/* The largest header_size a reader accepts (later versions may grow it). */
+#define VPMU_PEBS_DUMP_MAX_HEADER 4096u
 
 struct vpmu_pebs_dump_header {
 	char magic[8];		    /* VPMU_PEBS_DUMP_MAGIC, no NUL */
