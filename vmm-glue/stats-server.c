@@ -21,8 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kvm.h"
 #include "stats-server.h"
+
 #define STATS_MAX_CLIENTS  32
 #define STATS_CLIENT_MS	   2000
 #define STATS_SNAPSHOT_MAX (1u << 20)
@@ -38,7 +38,7 @@ struct stats_server {
 	int listen_fd;
 	int wake[2]; /* a byte on wake[1] stops the thread */
 	pthread_t thread;
-	struct vpmu_vcpu *vcpus[KVM_VM_MAX_VCPUS];
+	struct vpmu_vcpu *vcpus[STATS_MAX_VCPUS];
 	unsigned int nr_vcpus;
 	struct stats_client clients[STATS_MAX_CLIENTS];
 	unsigned int nr_clients;
@@ -371,9 +371,9 @@ int stats_server_start(const char *path, struct vpmu_vcpu *const *vcpus, unsigne
 	sigset_t all, old;
 	int r;
 
-	if (nr > KVM_VM_MAX_VCPUS) {
+	if (nr > STATS_MAX_VCPUS) {
 		snprintf(err, errlen, "--stats %s: %u vCPUs, the server takes up to %u", path, nr,
-			 KVM_VM_MAX_VCPUS);
+			 STATS_MAX_VCPUS);
 		return -E2BIG;
 	}
 	srv = calloc(1, sizeof(*srv));

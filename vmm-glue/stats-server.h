@@ -20,6 +20,8 @@
 
 #include "vpmu/vpmu.h"
 
+#define STATS_MAX_VCPUS 64 /* as many as vpmu-vmm runs (KVM_VM_MAX_VCPUS) */
+
 struct stats_server;
 
 /*
