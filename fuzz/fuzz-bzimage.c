@@ -11,12 +11,19 @@
  * errors, each one line in err; on success a kernel between 1 MiB and
  * 4 GiB that fits the file, and a zero page that fits RAM (the loader
  * copies kernel_size bytes to load_addr once bzimage_boot_params has said
- * yes) with nothing written past its 4 KiB.
+ * yes) with nothing written past its 4 KiB. Then the whole 64-bit load,
+ * bzimage_load, into one of four guest memory layouts (the KVM path's,
+ * the emulator's with RAM only above 4 GiB, 2 MiB of RAM, a RAM range
+ * with no host memory behind it) with placements the input picks: on
+ * success the kernel, boot data and initrd lie in backed RAM, apart, and
+ * below 4 GiB unless the kernel may be loaded above, and the zero page's
+ * e820 is the layout.
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "bzimage.h"
 #include "fuzz.h"
@@ -68,6 +75,7 @@ static size_t from_template(const uint8_t *in, size_t n, uint8_t *img)
 	put16(img + BP_VERSION, 0x020f);
 	img[BP_LOADFLAGS] = LOADFLAG_LOADED_HIGH;
 	put32(img + BP_INITRD_ADDR_MAX, 0x7fffffff);
+	put32(img + BP_KERNEL_ALIGNMENT, 0x200000);
 	img[BP_RELOCATABLE] = 1;
 	put16(img + BP_XLOADFLAGS, XLF_KERNEL_64);
 	put32(img + BP_CMDLINE_SIZE, 2047);
@@ -78,13 +86,118 @@ static size_t from_template(const uint8_t *in, size_t n, uint8_t *img)
 	return (SETUP_SECTS + 1) * 512 + kernel;
 }
 
+#define GIB	(1ull << 30)
+#define LOW_LEN (64 * MIB)
+
+static uint8_t *low_mem, *high_mem;
+static uint8_t initrd_buf[256 * 1024];
+
+static void map_guest(void)
+{
+	if (low_mem)
+		return;
+	/* untouched pages cost nothing: the loader writes a few of them */
+	low_mem = mmap(NULL, LOW_LEN, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	high_mem = mmap(NULL, LOW_LEN, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	CHECK(low_mem != MAP_FAILED && high_mem != MAP_FAILED);
+}
+
+static unsigned int layout(unsigned int which, struct guest_range *r)
+{
+	switch (which & 3) {
+	case 0: /* the KVM path's */
+		r[0] = (struct guest_range){ 0, 0x9fc00, low_mem, E820_RAM };
+		r[1] = (struct guest_range){ 0x9fc00, 0x60400, low_mem + 0x9fc00, E820_RESERVED };
+		r[2] = (struct guest_range){ MIB, LOW_LEN - MIB, low_mem + MIB, E820_RAM };
+		return 3;
+	case 1: /* the emulator's: RAM only above 4 GiB past the low 636 KiB */
+		r[0] = (struct guest_range){ 0, 0x9f000, low_mem, E820_RAM };
+		r[1] = (struct guest_range){ 0x9f000, 0x61000, low_mem + 0x9f000, E820_RESERVED };
+		r[2] = (struct guest_range){ 4 * GIB, LOW_LEN, high_mem, E820_RAM };
+		return 3;
+	case 2:
+		r[0] = (struct guest_range){ 0, 2 * MIB, low_mem, E820_RAM };
+		return 1;
+	default: /* RAM the loader must not write: no host memory */
+		r[0] = (struct guest_range){ 0, 0x9f000, low_mem, E820_RAM };
+		r[1] = (struct guest_range){ MIB, LOW_LEN - MIB, NULL, E820_RAM };
+		return 2;
+	}
+}
+
+static bool in_backed_ram(const struct guest_range *r, unsigned int n, uint64_t a, uint64_t len)
+{
+	for (unsigned int i = 0; i < n; i++)
+		if (r[i].host && r[i].type == E820_RAM && a >= r[i].gpa && len <= r[i].size &&
+		    a - r[i].gpa <= r[i].size - len)
+			return true;
+	return false;
+}
+
+static bool apart(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+	return !alen || !blen || a + alen <= b || b + blen <= a;
+}
+
+static void check_load(const uint8_t *data, size_t size, uint8_t knob, uint8_t knob2)
+{
+	static const uint64_t kernel_at[4] = { 0, 0x1000000, 0x1200000, 4 * GIB };
+	static const uint64_t initrd_at[4] = { 0, 0x2000000, 4 * GIB + 0x2000000, 0x10000 };
+	static const uint64_t bd_at[4] = { 0, 0x20000, 4 * GIB + 0x3000000, 0x9e000 };
+	static const char cmd[] = "console=ttyS0 nokaslr";
+	struct guest_range r[3];
+	struct bzimage_load_config cfg = { 0 };
+	struct bzimage_entry e;
+	char err[200];
+	const uint8_t *zp;
+	unsigned int n;
+	int ret;
+
+	map_guest();
+	n = layout(knob, r);
+	cfg.ranges = r;
+	cfg.nr_ranges = n;
+	cfg.image = data;
+	cfg.image_size = size;
+	cfg.cmdline = knob2 & 0x80 ? NULL : cmd;
+	cfg.initrd = initrd_buf;
+	cfg.initrd_size = knob2 & 0x40 ? (size_t) size * 16 % sizeof(initrd_buf) : 0;
+	cfg.kernel_addr = kernel_at[knob2 & 3];
+	cfg.initrd_addr = initrd_at[(knob2 >> 2) & 3];
+	cfg.boot_data_addr = bd_at[(knob2 >> 4) & 3];
+	cfg.acpi_rsdp = 0xe0000;
+	err[0] = 0;
+	ret = bzimage_load(&cfg, &e, err, sizeof(err));
+	CHECK(ret == 0 || ret == -EINVAL || ret == -ENOEXEC || ret == -E2BIG || ret == -ENOMEM);
+	if (ret < 0) {
+		check_err(err, sizeof(err));
+		return;
+	}
+	CHECK(e.rip == e.kernel_addr + 0x200 && e.kernel_end > e.kernel_addr);
+	CHECK(in_backed_ram(r, n, e.kernel_addr, e.kernel_end - e.kernel_addr));
+	CHECK(!cfg.initrd_size || in_backed_ram(r, n, e.initrd_addr, cfg.initrd_size));
+	CHECK(apart(e.kernel_addr, e.kernel_end - e.kernel_addr, e.boot_data_addr,
+		    e.boot_data_size));
+	CHECK(apart(e.kernel_addr, e.kernel_end - e.kernel_addr, e.initrd_addr, cfg.initrd_size));
+	CHECK(apart(e.boot_data_addr, e.boot_data_size, e.initrd_addr, cfg.initrd_size));
+	if (!(e.bz.xloadflags & XLF_CAN_BE_LOADED_ABOVE_4G))
+		CHECK(e.kernel_end <= 4 * GIB && e.boot_data_addr + e.boot_data_size <= 4 * GIB &&
+		      e.initrd_addr + cfg.initrd_size <= (uint64_t) e.bz.initrd_addr_max + 1);
+	CHECK(e.rsi >= e.boot_data_addr && e.cr3 > e.rsi &&
+	      e.cr3 < e.boot_data_addr + e.boot_data_size);
+	zp = e.rsi < 4 * GIB ? low_mem + e.rsi : high_mem + (e.rsi - 4 * GIB);
+	CHECK(zp[BP_E820_ENTRIES] == n && zp[BP_TYPE_OF_LOADER] == 0xff);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static uint8_t zp[BP_SIZE + 64];
 	static uint8_t img[IMG_MAX];
 	struct bzimage bz;
 	char err[160];
-	uint8_t knob;
+	uint8_t knob, knob2;
 	uint64_t ram, span;
 	size_t cmdline_len;
 	uint32_t initrd_addr, initrd_size;
@@ -93,6 +206,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 2)
 		return 0;
 	knob = data[size - 1];
+	knob2 = data[size - 2];
 	if (data[0] & 1) {
 		data++;
 		size--;
@@ -107,6 +221,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_err(err, sizeof(err));
 		return 0;
 	}
+	check_load(data, size, knob, knob2);
 	span = bz.init_size > bz.kernel_size ? bz.init_size : bz.kernel_size;
 	CHECK(bz.kernel_offset + bz.kernel_size == size && bz.kernel_size > 0);
 	CHECK(bz.load_addr >= MIB && bz.load_addr + span <= 4ull << 30);

@@ -1,13 +1,24 @@
-# Shared by tools/demo and tools/test: install what is missing, build.
+# shellcheck shell=bash
+# Shared by tools/demo, tools/test and tools/linux-guest: install what is missing, build.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 ensure_packages() {
-	local missing=()
+	local list=()
 	while read -r p; do
-		[ -n "$p" ] || continue
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+		if [ -n "$p" ]; then
+			list+=("$p")
+		fi
 	done <"$top/tools/packages.txt"
+	ensure_debs "${list[@]}"
+}
+
+# ensure_debs PACKAGE...: install those of the named packages that are missing.
+ensure_debs() {
+	local missing=()
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
 	[ ${#missing[@]} -eq 0 ] && return 0
 	local sudo=()
 	[ "$(id -u)" -eq 0 ] || sudo=(sudo)

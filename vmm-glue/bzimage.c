@@ -1,4 +1,28 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The x86 Linux boot protocol (Documentation/arch/x86/boot.rst, "64-bit
+ * Boot Protocol"; the zero page per zero-page.rst), one implementation
+ * for every vCPU backend.
+ *
+ * bzimage_load lays guest memory out like this:
+ * - the protected-mode kernel (the image past its setup sectors) at the
+ *   load address: a non-relocatable kernel at 1 MiB; a relocatable one
+ *   where the caller asks or at the lowest address at or above
+ *   pref_address, aligned to kernel_alignment, where init_size bytes of
+ *   RAM follow. Not below pref_address: the 64-bit entry decompresses to
+ *   max(load address, LOAD_PHYSICAL_ADDR = pref_address), so RAM there is
+ *   needed anyway. Above 4 GiB only with XLF_CAN_BE_LOADED_ABOVE_4G;
+ * - the boot data, one block of pages: zero page, GDT (null, null,
+ *   __BOOT_CS 64-bit code, __BOOT_DS data), page tables, command line;
+ * - the initrd, page aligned, as high as allowed: under initrd_addr_max,
+ *   or anywhere in RAM if nothing fits there and the kernel can be loaded
+ *   above 4 GiB (which the protocol extends to the ramdisk);
+ * each in one backed RAM range (the boot data may also go in a backed
+ * reserved range when the caller names it), none overlapping another.
+ * The e820 map is the caller's ranges, in order. The page tables map
+ * guest-physical = linear with 2 MiB pages for the first 4 GiB and for
+ * every GiB the kernel's init_size span and the boot data touch.
+ */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -8,8 +32,24 @@
 #include "bzimage.h"
 
 #define MIB	     (1ull << 20)
+#define GIB	     (1ull << 30)
+#define PAGE	     4096ull
 #define LOW_RAM_END  0x9fc00ull	  /* 639 KiB: the EBDA and legacy ROMs lie above */
-#define BOOT_MAP_END (4ull << 30) /* the 64-bit entry's identity map (kvm.c) */
+#define BOOT_MAP_END (4ull << 30) /* pref_address + init_size must lie below */
+#define PHYS_LIMIT   (1ull << 46) /* what the loader places and maps, 64 TiB */
+
+/* the boot data block */
+#define BD_ZERO_PAGE 0x0000
+#define BD_GDT	     0x1000
+#define BD_PT	     0x2000
+#define BD_PT_PAGES  24
+#define BD_CMDLINE   (BD_PT + BD_PT_PAGES * PAGE)
+
+#define GDT_CODE64 0x00af9b000000ffffull /* P, DPL 0, code exec/read, L, G */
+#define GDT_DATA   0x00cf93000000ffffull /* P, DPL 0, data read/write, D/B, G */
+#define PTE_P	   0x1ull
+#define PTE_RW	   0x2ull
+#define PTE_PS	   0x80ull
 
 static uint16_t rd16(const uint8_t *p)
 {
@@ -89,6 +129,9 @@ int bzimage_parse(const uint8_t *img, size_t size, struct bzimage *ret, char *er
 			    "bzImage setup header ends at %#" PRIx64 ", outside the zero page",
 			    bz.header_end);
 	bz.init_size = rd32(img + BP_INIT_SIZE);
+	bz.relocatable = img[BP_RELOCATABLE] != 0;
+	bz.kernel_alignment = rd32(img + BP_KERNEL_ALIGNMENT);
+	bz.xloadflags = rd16(img + BP_XLOADFLAGS);
 	bz.initrd_addr_max = rd32(img + BP_INITRD_ADDR_MAX);
 	bz.cmdline_size = rd32(img + BP_CMDLINE_SIZE);
 	bz.load_addr = img[BP_RELOCATABLE] && rd64(img + BP_PREF_ADDRESS)
@@ -123,6 +166,27 @@ static void e820_add(uint8_t *zp, uint64_t addr, uint64_t size, uint32_t type)
 	zp[BP_E820_ENTRIES] = (uint8_t) (n + 1);
 }
 
+/* The image's setup header and the loader's fields (boot.rst, "Details of Header Fields"). */
+static void zero_page_fill(const uint8_t *img, const struct bzimage *bz, uint8_t *zp,
+			   uint64_t kernel_addr, uint64_t cmdline_addr, uint64_t initrd_addr,
+			   uint64_t initrd_size)
+{
+	memset(zp, 0, BP_SIZE);
+	memcpy(zp + BP_SETUP_SECTS, img + BP_SETUP_SECTS, bz->header_end - BP_SETUP_SECTS);
+	zp[BP_TYPE_OF_LOADER] = 0xff;
+	zp[BP_LOADFLAGS] |= LOADFLAG_CAN_USE_HEAP;
+	wr16(zp + BP_HEAP_END_PTR, 0xfe00); /* end of the real-mode heap, as 2.01+ wants */
+	wr32(zp + BP_CMD_LINE_PTR, (uint32_t) cmdline_addr);
+	wr32(zp + BP_EXT_CMD_LINE_PTR, (uint32_t) (cmdline_addr >> 32));
+	if (initrd_size) {
+		wr32(zp + BP_RAMDISK_IMAGE, (uint32_t) initrd_addr);
+		wr32(zp + BP_EXT_RAMDISK_IMAGE, (uint32_t) (initrd_addr >> 32));
+		wr32(zp + BP_RAMDISK_SIZE, (uint32_t) initrd_size);
+		wr32(zp + BP_EXT_RAMDISK_SIZE, (uint32_t) (initrd_size >> 32));
+	}
+	wr32(zp + BP_CODE32_START, (uint32_t) kernel_addr);
+}
+
 int bzimage_boot_params(const uint8_t *img, const struct bzimage *bz, uint64_t ram_size,
 			uint32_t cmdline_addr, size_t cmdline_len, uint32_t initrd_addr,
 			uint32_t initrd_size, uint8_t zero_page[BP_SIZE], char *err, size_t errlen)
@@ -144,17 +208,368 @@ int bzimage_boot_params(const uint8_t *img, const struct bzimage *bz, uint64_t r
 			    "the kernel needs %" PRIu64 " MiB of RAM from %#" PRIx64
 			    " to decompress, more than --mem gives: raise --mem",
 			    (need + MIB - 1) / MIB, bz->load_addr);
-	memset(zero_page, 0, BP_SIZE);
-	memcpy(zero_page + BP_SETUP_SECTS, img + BP_SETUP_SECTS, bz->header_end - BP_SETUP_SECTS);
-	zero_page[BP_TYPE_OF_LOADER] = 0xff;
-	zero_page[BP_LOADFLAGS] |= LOADFLAG_CAN_USE_HEAP;
-	wr16(zero_page + BP_HEAP_END_PTR, 0xfe00); /* end of the real-mode heap, as 2.01+ wants */
-	wr32(zero_page + BP_CMD_LINE_PTR, cmdline_addr);
-	wr32(zero_page + BP_RAMDISK_IMAGE, initrd_size ? initrd_addr : 0);
-	wr32(zero_page + BP_RAMDISK_SIZE, initrd_size);
-	wr32(zero_page + BP_CODE32_START, (uint32_t) bz->load_addr);
+	zero_page_fill(img, bz, zero_page, bz->load_addr, cmdline_addr, initrd_addr, initrd_size);
 	e820_add(zero_page, 0, LOW_RAM_END, E820_RAM);
 	e820_add(zero_page, LOW_RAM_END, MIB - LOW_RAM_END, E820_RESERVED);
 	e820_add(zero_page, MIB, ram_size - MIB, E820_RAM);
+	return 0;
+}
+
+/* ---- bzimage_load ---- */
+
+struct span {
+	uint64_t addr, len;
+};
+
+static bool overlap(struct span a, struct span b)
+{
+	return a.len && b.len && a.addr < b.addr + b.len && b.addr < a.addr + a.len;
+}
+
+static uint64_t range_end(const struct guest_range *r)
+{
+	return r->gpa + r->size;
+}
+
+static bool holds(const struct guest_range *r, uint64_t addr, uint64_t len)
+{
+	return addr >= r->gpa && len <= r->size && addr - r->gpa <= r->size - len;
+}
+
+/* The backed range of `type` (0: any) holding [addr, addr + len), or NULL. */
+static const struct guest_range *find_range(const struct bzimage_load_config *cfg, uint64_t addr,
+					    uint64_t len, uint32_t type)
+{
+	for (unsigned int i = 0; i < cfg->nr_ranges; i++) {
+		const struct guest_range *r = &cfg->ranges[i];
+
+		if (r->host && (!type || r->type == type) && holds(r, addr, len))
+			return r;
+	}
+	return NULL;
+}
+
+static uint8_t *host_at(const struct bzimage_load_config *cfg, uint64_t addr, uint64_t len)
+{
+	const struct guest_range *r = find_range(cfg, addr, len, 0);
+
+	return r ? r->host + (addr - r->gpa) : NULL;
+}
+
+static bool hits(struct span s, const struct span *obst, unsigned int n, uint64_t *ret_end)
+{
+	for (unsigned int i = 0; i < n; i++)
+		if (overlap(s, obst[i])) {
+			*ret_end = obst[i].addr + obst[i].len;
+			return true;
+		}
+	return false;
+}
+
+/* The lowest `align`-aligned address >= min in backed RAM that fits len below limit. */
+static uint64_t place_low(const struct bzimage_load_config *cfg, uint64_t min, uint64_t len,
+			  uint64_t align, uint64_t limit, const struct span *obst, unsigned int n)
+{
+	for (unsigned int i = 0; i < cfg->nr_ranges; i++) {
+		const struct guest_range *r = &cfg->ranges[i];
+		uint64_t a = r->gpa > min ? r->gpa : min,
+			 end = range_end(r) < limit ? range_end(r) : limit, next;
+
+		if (!r->host || r->type != E820_RAM)
+			continue;
+		for (;;) {
+			a = (a + align - 1) & ~(align - 1);
+			if (a < r->gpa || a > end || len > end - a)
+				break;
+			if (!hits((struct span){ a, len }, obst, n, &next))
+				return a;
+			a = next;
+		}
+	}
+	return UINT64_MAX;
+}
+
+/* The highest page-aligned place for len bytes of backed RAM ending at or below limit. */
+static uint64_t place_high(const struct bzimage_load_config *cfg, uint64_t len, uint64_t limit,
+			   const struct span *obst, unsigned int n)
+{
+	for (unsigned int i = cfg->nr_ranges; i-- > 0;) {
+		const struct guest_range *r = &cfg->ranges[i];
+		uint64_t end = range_end(r) < limit ? range_end(r) : limit, a;
+
+		if (!r->host || r->type != E820_RAM || end < r->gpa || end - r->gpa < len)
+			continue;
+		a = (end - len) & ~(PAGE - 1);
+		while (a >= r->gpa) {
+			bool moved = false;
+
+			for (unsigned int k = 0; k < n; k++)
+				if (overlap((struct span){ a, len }, obst[k])) {
+					if (obst[k].addr < len)
+						return UINT64_MAX;
+					a = (obst[k].addr - len) & ~(PAGE - 1);
+					moved = true;
+					break;
+				}
+			if (!moved)
+				return a;
+		}
+	}
+	return UINT64_MAX;
+}
+
+static int check_ranges(const struct bzimage_load_config *cfg, char *err, size_t errlen)
+{
+	if (!cfg->nr_ranges || cfg->nr_ranges > BP_E820_MAX)
+		return fail(err, errlen, -EINVAL,
+			    "%u guest memory ranges: the e820 map holds 1 to %d", cfg->nr_ranges,
+			    BP_E820_MAX);
+	for (unsigned int i = 0; i < cfg->nr_ranges; i++) {
+		const struct guest_range *r = &cfg->ranges[i];
+
+		if (!r->size || r->gpa >= PHYS_LIMIT || r->size > PHYS_LIMIT - r->gpa ||
+		    (r->type != E820_RAM && r->type != E820_RESERVED))
+			return fail(err, errlen, -EINVAL,
+				    "guest memory range %u (%#" PRIx64 ", %#" PRIx64
+				    " bytes, type %u) "
+				    "is empty, above 64 TiB or neither RAM nor reserved",
+				    i, r->gpa, r->size, r->type);
+		if (i && r->gpa < range_end(&cfg->ranges[i - 1]))
+			return fail(err, errlen, -EINVAL,
+				    "guest memory range %u at %#" PRIx64 " overlaps or precedes "
+				    "range %u: list them in ascending order",
+				    i, r->gpa, i - 1);
+	}
+	return 0;
+}
+
+/* The kernel's load address; UINT64_MAX with err set if there is none. */
+static int place_kernel(const struct bzimage_load_config *cfg, const struct bzimage *bz,
+			uint64_t span, uint64_t limit, const struct span *obst, unsigned int n,
+			uint64_t *ret, char *err, size_t errlen)
+{
+	uint64_t align = bz->kernel_alignment < PAGE ? PAGE : bz->kernel_alignment, a;
+
+	if (!bz->relocatable) {
+		if (cfg->kernel_addr && cfg->kernel_addr != bz->load_addr)
+			return fail(err, errlen, -EINVAL,
+				    "the kernel is not relocatable: it loads at %#" PRIx64
+				    ", not %#" PRIx64,
+				    bz->load_addr, cfg->kernel_addr);
+		a = bz->load_addr;
+	} else if (bz->kernel_alignment & (bz->kernel_alignment - 1)) {
+		return fail(err, errlen, -ENOEXEC,
+			    "bzImage kernel_alignment %#x is not a power of two",
+			    bz->kernel_alignment);
+	} else if (cfg->kernel_addr) {
+		a = cfg->kernel_addr;
+		if (a & (align - 1) || a < bz->load_addr)
+			return fail(err, errlen, -EINVAL,
+				    "kernel address %#" PRIx64 " must be aligned to %#" PRIx64
+				    " and at or above the kernel's pref_address %#" PRIx64,
+				    a, align, bz->load_addr);
+	} else {
+		a = place_low(cfg, bz->load_addr, span, align, limit, obst, n);
+		if (a == UINT64_MAX)
+			return fail(err, errlen, -ENOMEM,
+				    "no RAM range holds the kernel's %" PRIu64
+				    " MiB at or above %#" PRIx64 "%s: give the guest more memory",
+				    (span + MIB - 1) / MIB, bz->load_addr,
+				    limit <= BOOT_MAP_END ? " and below 4 GiB" : "");
+	}
+	if (!find_range(cfg, a, span, E820_RAM) || span > limit || a > limit - span)
+		return fail(err, errlen, -ENOMEM,
+			    "the kernel needs %" PRIu64 " MiB of RAM from %#" PRIx64
+			    "%s, and the guest memory has no such range: give it more memory",
+			    (span + MIB - 1) / MIB, a, limit <= BOOT_MAP_END ? " below 4 GiB" : "");
+	*ret = a;
+	return 0;
+}
+
+struct pt_alloc {
+	uint8_t *base; /* BD_PT_PAGES pages at gpa */
+	uint64_t gpa;
+	unsigned int used;
+};
+
+/* The next-level table under entry i of `table`, made if absent. */
+static int pt_next(struct pt_alloc *pt, uint8_t *table, unsigned int i, uint8_t **ret)
+{
+	uint8_t *e = table + 8 * i;
+	uint64_t v = rd64(e);
+
+	if (!(v & PTE_P)) {
+		if (pt->used == BD_PT_PAGES)
+			return -ENOMEM;
+		v = (pt->gpa + pt->used * PAGE) | PTE_P | PTE_RW;
+		wr64(e, v);
+		pt->used++;
+	}
+	*ret = pt->base + ((v & ~(PAGE - 1)) - pt->gpa);
+	return 0;
+}
+
+/* Identity-map 1 GiB number g with 2 MiB pages (SDM Vol. 3A §4.5, 4-level paging). */
+static int map_gib(struct pt_alloc *pt, uint64_t g)
+{
+	uint8_t *pdpt, *pd;
+
+	if (pt_next(pt, pt->base, (unsigned int) (g >> 9) & 511, &pdpt) < 0 ||
+	    pt_next(pt, pdpt, (unsigned int) g & 511, &pd) < 0)
+		return -ENOMEM;
+	for (uint64_t j = 0; j < 512; j++)
+		wr64(pd + 8 * j, (g * GIB + j * 2 * MIB) | PTE_P | PTE_RW | PTE_PS);
+	return 0;
+}
+
+static int map_span(struct pt_alloc *pt, struct span s)
+{
+	for (uint64_t g = s.addr / GIB; s.len && g <= (s.addr + s.len - 1) / GIB; g++)
+		if (map_gib(pt, g) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+int bzimage_load(const struct bzimage_load_config *cfg, struct bzimage_entry *ret, char *err,
+		 size_t errlen)
+{
+	struct bzimage_entry e = { 0 };
+	size_t cmdline_len = cfg->cmdline ? strlen(cfg->cmdline) : 0;
+	uint64_t span, limit, bd_size, initrd_limit;
+	struct span obst[2], kern, bd, rd = { 0, 0 };
+	struct pt_alloc pt;
+	uint8_t *zp, *p;
+	bool high;
+	int r;
+
+	r = check_ranges(cfg, err, errlen);
+	if (r < 0)
+		return r;
+	r = bzimage_parse(cfg->image, cfg->image_size, &e.bz, err, errlen);
+	if (r < 0)
+		return r;
+	high = e.bz.xloadflags & XLF_CAN_BE_LOADED_ABOVE_4G;
+	limit = high ? PHYS_LIMIT : BOOT_MAP_END;
+	if (cmdline_len > e.bz.cmdline_size)
+		return fail(err, errlen, -E2BIG,
+			    "command line of %zu bytes is longer than the kernel's limit of %u",
+			    cmdline_len, e.bz.cmdline_size);
+	span = e.bz.init_size > e.bz.kernel_size ? e.bz.init_size : e.bz.kernel_size;
+	bd_size = BD_CMDLINE + ((cmdline_len + 1 + PAGE - 1) & ~(PAGE - 1));
+	bd = (struct span){ cfg->boot_data_addr, cfg->boot_data_addr ? bd_size : 0 };
+	if (cfg->initrd_size && cfg->initrd_addr)
+		rd = (struct span){ cfg->initrd_addr, cfg->initrd_size };
+
+	/* the kernel, around what the caller placed */
+	obst[0] = bd;
+	obst[1] = rd;
+	r = place_kernel(cfg, &e.bz, span, limit, obst, 2, &e.kernel_addr, err, errlen);
+	if (r < 0)
+		return r;
+	kern = (struct span){ e.kernel_addr, span };
+
+	/* the boot data */
+	if (!cfg->boot_data_addr) {
+		obst[0] = kern;
+		bd.addr = place_low(cfg, PAGE, bd_size, PAGE, limit, obst, 2);
+		if (bd.addr == UINT64_MAX)
+			return fail(err, errlen, -ENOMEM,
+				    "no RAM range holds the %" PRIu64 " KiB of zero page, page "
+				    "tables and command line: give the guest more memory",
+				    bd_size / 1024);
+	} else if (bd.addr & (PAGE - 1) || !find_range(cfg, bd.addr, bd_size, 0) ||
+		   bd.addr > limit - bd_size) {
+		return fail(err, errlen, -EINVAL,
+			    "boot data at %#" PRIx64 " (%" PRIu64 " KiB) must be page aligned, in "
+			    "backed guest memory%s",
+			    bd.addr, bd_size / 1024, high ? "" : " and below 4 GiB");
+	}
+	bd.len = bd_size;
+
+	/* the initrd */
+	if (cfg->initrd_size) {
+		initrd_limit = (uint64_t) e.bz.initrd_addr_max + 1;
+		if (!cfg->initrd_addr) {
+			obst[0] = kern;
+			obst[1] = bd;
+			rd.addr = place_high(cfg, cfg->initrd_size, initrd_limit, obst, 2);
+			if (rd.addr == UINT64_MAX && high)
+				rd.addr = place_high(cfg, cfg->initrd_size, PHYS_LIMIT, obst, 2);
+			if (rd.addr == UINT64_MAX)
+				return fail(err, errlen, -ENOMEM,
+					    "the initrd (%zu bytes) fits in no RAM range%s beside "
+					    "the kernel: give the guest more memory",
+					    cfg->initrd_size, high ? "" : " below initrd_addr_max");
+		} else if (!find_range(cfg, rd.addr, cfg->initrd_size, E820_RAM)) {
+			return fail(err, errlen, -EINVAL,
+				    "initrd at %#" PRIx64 " (%zu bytes) is not in guest RAM",
+				    rd.addr, cfg->initrd_size);
+		}
+		if (!high && (rd.addr > initrd_limit || cfg->initrd_size > initrd_limit - rd.addr))
+			return fail(err, errlen, -E2BIG,
+				    "initrd at %#" PRIx64 "..%#" PRIx64
+				    " ends above the kernel's limit %#x",
+				    rd.addr, rd.addr + cfg->initrd_size - 1, e.bz.initrd_addr_max);
+		rd.len = cfg->initrd_size;
+	}
+	if (overlap(kern, bd) || overlap(kern, rd) || overlap(bd, rd))
+		return fail(err, errlen, -EINVAL,
+			    "kernel %#" PRIx64 "+%#" PRIx64 ", boot data %#" PRIx64 "+%#" PRIx64
+			    " and initrd %#" PRIx64 "+%#" PRIx64 " overlap",
+			    kern.addr, kern.len, bd.addr, bd.len, rd.addr, rd.len);
+
+	/* page tables first: nothing is written to guest memory on failure */
+	pt.base = host_at(cfg, bd.addr + BD_PT, BD_PT_PAGES * PAGE);
+	pt.gpa = bd.addr + BD_PT;
+	pt.used = 1; /* the PML4 */
+	memset(pt.base, 0, BD_PT_PAGES * PAGE);
+	if (map_span(&pt, (struct span){ 0, BOOT_MAP_END }) < 0 || map_span(&pt, kern) < 0 ||
+	    map_span(&pt, bd) < 0) {
+		memset(pt.base, 0, BD_PT_PAGES * PAGE);
+		return fail(err, errlen, -ENOMEM,
+			    "the identity map of the kernel and boot data needs more than %d "
+			    "page-table pages",
+			    BD_PT_PAGES);
+	}
+
+	/* kernel, command line, initrd */
+	memcpy(host_at(cfg, kern.addr, e.bz.kernel_size), cfg->image + e.bz.kernel_offset,
+	       e.bz.kernel_size);
+	p = host_at(cfg, bd.addr + BD_CMDLINE, cmdline_len + 1);
+	if (cmdline_len)
+		memcpy(p, cfg->cmdline, cmdline_len);
+	p[cmdline_len] = 0;
+	if (rd.len)
+		memcpy(host_at(cfg, rd.addr, rd.len), cfg->initrd, rd.len);
+
+	/* zero page */
+	zp = host_at(cfg, bd.addr + BD_ZERO_PAGE, BP_SIZE);
+	zero_page_fill(cfg->image, &e.bz, zp, kern.addr, bd.addr + BD_CMDLINE, rd.addr, rd.len);
+	wr64(zp + BP_ACPI_RSDP_ADDR, cfg->acpi_rsdp);
+	for (unsigned int i = 0; i < cfg->nr_ranges; i++)
+		e820_add(zp, cfg->ranges[i].gpa, cfg->ranges[i].size, cfg->ranges[i].type);
+
+	/* GDT: __BOOT_CS and __BOOT_DS at 10H and 18H */
+	p = host_at(cfg, bd.addr + BD_GDT, PAGE);
+	memset(p, 0, PAGE);
+	wr64(p + BZ_BOOT_CS, GDT_CODE64);
+	wr64(p + BZ_BOOT_DS, GDT_DATA);
+
+	e.rip = kern.addr + 0x200;
+	e.rsi = bd.addr + BD_ZERO_PAGE;
+	e.cr0 = 0x80050033; /* PG AM WP NE ET MP PE */
+	e.cr3 = pt.gpa;
+	e.cr4 = 0x620;	/* OSXMMEXCPT OSFXSR PAE */
+	e.efer = 0x500; /* LMA LME */
+	e.gdt_base = bd.addr + BD_GDT;
+	e.gdt_limit = 4 * 8 - 1;
+	e.cs = BZ_BOOT_CS;
+	e.ds = BZ_BOOT_DS;
+	e.kernel_end = kern.addr + kern.len;
+	e.cmdline_addr = bd.addr + BD_CMDLINE;
+	e.initrd_addr = rd.addr;
+	e.boot_data_addr = bd.addr;
+	e.boot_data_size = bd.len;
+	*ret = e;
 	return 0;
 }

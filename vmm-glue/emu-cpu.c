@@ -4,7 +4,10 @@
  * and WRMSR (Unicorn ignores unknown MSRs instead of faulting), RDPMC
  * (#UD in Unicorn), RDTSC/RDTSCP (the guest's virtual clock, not the
  * host's), CPUID (the model's table with the PMU leaves from vpmu), HLT,
- * MOV to/from CR0/CR2/CR3/CR4/CR8 and INVLPG (the VMM owns guest paging).
+ * MOV to/from CR8 (the local APIC's TPR). MOV to CR0/CR3/CR4 and INVLPG
+ * are looked at first (the paging change they make is checked against
+ * the window pages, emu-mmu.c), then Unicorn executes them itself, which
+ * keeps its mode and TLB right.
  */
 #include <errno.h>
 #include <string.h>
@@ -22,20 +25,54 @@
 #define EFER_LMA    (1ull << 10)
 #define EFER_NXE    (1ull << 11)
 
-#define MSR_IA32_TSC	     0x10
-#define MSR_IA32_MISC_ENABLE 0x1a0
-#define MSR_IA32_PAT	     0x277
-#define MSR_EFER	     0xc0000080
+#define X86_CR0_WP   (1ull << 16)
+#define X86_CR4_PSE  (1ull << 4)
+#define X86_CR4_PGE  (1ull << 7)
+#define X86_CR4_LA57 (1ull << 12)
+
+#define MSR_IA32_TSC	      0x10
+#define MSR_IA32_BIOS_SIGN_ID 0x8b
+#define MSR_IA32_MCG_CAP      0x179
+#define MSR_IA32_MCG_STATUS   0x17a
+#define MSR_IA32_MISC_ENABLE  0x1a0
+#define MSR_IA32_PAT	      0x277
+#define MSR_EFER	      0xc0000080
+#define MSR_STAR	      0xc0000081
+#define MSR_LSTAR	      0xc0000082
+#define MSR_CSTAR	      0xc0000083
+#define MSR_SYSCALL_MASK      0xc0000084
+#define MSR_FS_BASE	      0xc0000100
+#define MSR_GS_BASE	      0xc0000101
+#define MSR_KERNEL_GS_BASE    0xc0000102
+#define MSR_IA32_SYSENTER_ESP 0x175
+#define MSR_IA32_SYSENTER_EIP 0x176
 
 #define GP 13
 #define UD 6
 
-/* MSRs Unicorn implements correctly: passed through to it */
+/* MSRs Unicorn implements correctly: passed through to it (canonical ones checked first) */
 static const uint32_t passthrough[] = {
 	0x174,	    0x175,	0x176,			/* SYSENTER_CS/ESP/EIP */
 	0xc0000081, 0xc0000082, 0xc0000083, 0xc0000084, /* STAR LSTAR CSTAR FMASK */
 	0xc0000100, 0xc0000101, 0xc0000102, 0xc0000103, /* FS/GS/KERNEL_GS base, TSC_AUX */
 };
+
+/*
+ * MSRs that hold a linear address: a WRMSR of a non-canonical value #GPs
+ * (SDM Vol. 4, IA32_FS_BASE ... IA32_LSTAR; Vol. 2B WRMSR).
+ */
+static bool holds_address(uint32_t msr)
+{
+	return msr == MSR_FS_BASE || msr == MSR_GS_BASE || msr == MSR_KERNEL_GS_BASE ||
+	       msr == MSR_LSTAR || msr == MSR_CSTAR || msr == MSR_IA32_SYSENTER_ESP ||
+	       msr == MSR_IA32_SYSENTER_EIP;
+}
+
+static bool canonical(uint64_t v)
+{
+	/* 48-bit linear addresses: CPUID.80000008H:EAX[15:8] = 48 (no LA57) */
+	return (uint64_t) ((int64_t) (v << 16) >> 16) == v;
+}
 
 static bool is_passthrough(uint32_t msr)
 {
@@ -80,20 +117,30 @@ int cpu_cpuid_init(struct emu *emu)
 	memcpy(w, brand, sizeof(w));
 	emu->nr_cpuid = 0;
 	add(emu, 0, 0, 0x0d, 0x756e6547, 0x6c65746e, 0x49656e69); /* GenuineIntel */
-	/* ECX: SSE3 SSSE3 CX16 SSE4.1 SSE4.2 x2APIC POPCNT hypervisor;
-	 * EDX: FPU DE PSE TSC MSR PAE CX8 APIC SEP PGE CMOV PAT CLFSH MMX FXSR SSE SSE2 */
+	/*
+	 * Exactly what Unicorn 2.0.1 executes (test-emu-unicorn checks each
+	 * bit by running its instruction): no POPCNT, MOVBE, PCLMULQDQ,
+	 * XSAVE, AVX, RDRAND there. ECX: SSE3 SSSE3 CX16 SSE4.1 SSE4.2 x2APIC
+	 * AES hypervisor. EDX: FPU DE PSE TSC MSR PAE MCE CX8 APIC PGE MCA
+	 * CMOV PAT CLFSH MMX FXSR SSE SSE2 (no SEP: SYSENTER is not emulated;
+	 * MCE/MCA with IA32_MCG_CAP reporting no banks).
+	 */
 	add(emu, 1, 0, fms, 1u << 16 | 8u << 8,
-	    1u << 0 | 1u << 9 | 1u << 13 | 1u << 19 | 1u << 20 | 1u << 21 | 1u << 23 | 1u << 31,
-	    1u << 0 | 1u << 2 | 1u << 3 | 1u << 4 | 1u << 5 | 1u << 6 | 1u << 8 | 1u << 9 |
-		    1u << 11 | 1u << 13 | 1u << 15 | 1u << 16 | 1u << 19 | 1u << 23 | 1u << 24 |
-		    1u << 25 | 1u << 26);
-	add(emu, 7, 0, 0, 0, 0, 0);
+	    1u << 0 | 1u << 9 | 1u << 13 | 1u << 19 | 1u << 20 | 1u << 21 | 1u << 25 | 1u << 31,
+	    1u << 0 | 1u << 2 | 1u << 3 | 1u << 4 | 1u << 5 | 1u << 6 | 1u << 7 | 1u << 8 |
+		    1u << 9 | 1u << 13 | 1u << 14 | 1u << 15 | 1u << 16 | 1u << 19 | 1u << 23 |
+		    1u << 24 | 1u << 25 | 1u << 26);
+	/* EBX: BMI1 SMEP BMI2 ERMS ADX SMAP (Unicorn's page walk enforces SMEP and SMAP) */
+	add(emu, 7, 0, 0, 1u << 3 | 1u << 7 | 1u << 8 | 1u << 9 | 1u << 19 | 1u << 20, 0, 0);
 	add(emu, 0x80000000, 0, 0x80000008, 0, 0, 0);
-	/* LAHF; SYSCALL NX 1GB-pages LM */
-	add(emu, 0x80000001, 0, 0, 0, 1u << 0, 1u << 11 | 1u << 20 | 1u << 26 | 1u << 29);
+	/* ECX: LAHF LZCNT PREFETCHW; EDX: SYSCALL NX 1GB-pages RDTSCP LM */
+	add(emu, 0x80000001, 0, 0, 0, 1u << 0 | 1u << 5 | 1u << 8,
+	    1u << 11 | 1u << 20 | 1u << 26 | 1u << 27 | 1u << 29);
 	add(emu, 0x80000002, 0, w[0], w[1], w[2], w[3]);
 	add(emu, 0x80000003, 0, w[4], w[5], w[6], w[7]);
 	add(emu, 0x80000004, 0, w[8], w[9], w[10], w[11]);
+	/* EDX[8]: invariant TSC (the modelled clock never changes rate) */
+	add(emu, 0x80000007, 0, 0, 0, 0, 1u << 8);
 	add(emu, 0x80000008, 0, 0x3028, 0, 0, 0);
 	if (emu->pmu)
 		return vpmu_cpuid_patch(emu->pmu, emu->cpuid, &emu->nr_cpuid,
@@ -152,6 +199,15 @@ int cpu_msr_read(struct emu *emu, uint32_t msr, uint64_t *ret)
 	case MSR_IA32_PAT:
 		*ret = emu->pat;
 		return 0;
+	case MSR_IA32_BIOS_SIGN_ID:
+		*ret = 0; /* microcode revision: none loaded */
+		return 0;
+	case MSR_IA32_MCG_CAP:
+		*ret = 0; /* machine-check architecture with no banks, no MCG_CTL */
+		return 0;
+	case MSR_IA32_MCG_STATUS:
+		*ret = 0;
+		return 0;
 	default:
 		break;
 	}
@@ -184,27 +240,35 @@ int cpu_msr_write(struct emu *emu, uint32_t msr, uint64_t v)
 	}
 	switch (msr) {
 	case MSR_IA32_APICBASE:
+		if ((v & ~0xfffull) != APIC_DEFAULT_BASE && (v & APIC_BASE_ENABLE)) {
+			/* Unicorn's MMIO page stays where it was mapped */
+			emu_fatal(emu,
+				  "the guest moved the local APIC to %#llx: only %#llx is "
+				  "supported on the emulator",
+				  (unsigned long long) (v & ~0xfffull), APIC_DEFAULT_BASE);
+			return 0;
+		}
 		r = lapic_set_base(&emu->apic, v);
-		emu->paging_dirty = true; /* the xAPIC page moved or went */
+		emu->want_stop = true;
 		return r;
 	case MSR_EFER: {
-		uint64_t lma;
+		uint64_t next = (v & ~EFER_LMA) | (emu->efer & EFER_LMA);
+		struct walk_paging p = { emu->cr0, emu->cr3, emu->cr4, next };
 
 		if (v & ~(EFER_SCE | EFER_LME | EFER_LMA | EFER_NXE))
 			return -EINVAL;
-		/* LME may not change while paging is on (§9.8.5) */
+		/* LME may not change while paging is on (SDM Vol. 3A 10.8.5) */
 		if ((emu->cr0 & X86_CR0_PG) && ((v ^ emu->efer) & EFER_LME))
 			return -EINVAL;
-		lma = (v & EFER_LME) && (emu->cr0 & X86_CR0_PG) ? EFER_LMA : 0;
-		emu->efer = (v & ~EFER_LMA) | lma;
-		{
-			uc_x86_msr m = { .rid = MSR_EFER,
-					 .value = (v & (EFER_SCE | EFER_NXE)) | EFER_LME |
-						  EFER_LMA };
+		if (next != emu->efer) {
+			uc_x86_msr m = { .rid = MSR_EFER, .value = next };
 
+			mmu_resync(emu, &p, ~0ull);
+			emu->efer = next;
 			uc_reg_write(emu->uc, UC_X86_REG_MSR, &m);
+			emu->flush_tlb = true; /* NXE changes what Unicorn's TLB allows */
+			emu->want_stop = true;
 		}
-		emu->paging_dirty = true;
 		return 0;
 	}
 	case MSR_IA32_MISC_ENABLE:
@@ -216,9 +280,15 @@ int cpu_msr_write(struct emu *emu, uint32_t msr, uint64_t v)
 	case MSR_IA32_PAT:
 		emu->pat = v;
 		return 0;
+	case MSR_IA32_BIOS_SIGN_ID:
+		return 0; /* Linux writes 0 before CPUID leaf 1 to read the revision back */
+	case MSR_IA32_MCG_STATUS:
+		return v ? -EINVAL : 0; /* no machine check in progress to record */
 	default:
 		break;
 	}
+	if (holds_address(msr) && !canonical(v))
+		return -EINVAL;
 	if (is_passthrough(msr)) {
 		uc_x86_msr m = { .rid = msr, .value = v };
 
@@ -232,81 +302,101 @@ static uint64_t gpr_mask(const struct emu *emu)
 	return emu->cs64 ? ~0ull : 0xffffffffull;
 }
 
+/*
+ * MOV to CR0/CR3/CR4: the #GP checks of SDM Vol. 2B MOV (Control
+ * Registers) and Vol. 3A 2.5; then the window pages are checked against
+ * the paging registers to come, and Unicorn executes the MOV itself
+ * (SPECIAL_NATIVE). MOV to CR8 is the local APIC's TPR, here.
+ */
 static int mov_to_cr(struct emu *emu, unsigned int crn, uint64_t v)
 {
-	uint64_t ucv;
+	struct walk_paging next = { emu->cr0, emu->cr3, emu->cr4, emu->efer };
+	uint64_t bad_la, bad_gpa;
 
 	switch (crn) {
 	case 0:
+		if (v >> 32)
+			return -EINVAL;
 		if ((v & X86_CR0_PG) && !(v & X86_CR0_PE))
 			return -EINVAL;
+		if ((v & (1ull << 29)) && !(v & (1ull << 30))) /* NW without CD */
+			return -EINVAL;
 		if (!(v & X86_CR0_PE)) {
-			emu_fatal(emu, "guest left protected mode: real mode is not supported on "
-				       "the emulator");
+			emu_fatal(emu,
+				  "guest left protected mode: real mode is not supported on the "
+				  "emulator");
 			return 0;
 		}
 		if ((v & X86_CR0_PG) && (emu->efer & EFER_LME) && !(emu->cr4 & X86_CR4_PAE))
 			return -EINVAL;
-		emu->cr0 = v & 0xffffffffull;
+		/* clearing PG in 64-bit mode #GPs: leave through compatibility mode */
+		if (!(v & X86_CR0_PG) && (emu->cr0 & X86_CR0_PG) && emu->cs64 &&
+		    (emu->efer & EFER_LMA))
+			return -EINVAL;
+		next.cr0 = v;
 		if ((emu->efer & EFER_LME) && (v & X86_CR0_PG))
-			emu->efer |= EFER_LMA;
+			next.efer |= EFER_LMA;
 		else
-			emu->efer &= ~EFER_LMA;
-		/* Unicorn keeps PG clear: with it set, it would walk the tables itself */
-		ucv = (emu->cr0 | X86_CR0_PE) & ~X86_CR0_PG;
-		emu_set_reg(emu, UC_X86_REG_CR0, ucv);
-		emu->paging_dirty = true;
-		return 0;
-	case 2:
-		emu->cr2 = v;
-		emu_set_reg(emu, UC_X86_REG_CR2, v);
-		return 0;
+			next.efer &= ~EFER_LMA;
+		break;
 	case 3:
-		emu->cr3 = v;
-		emu->paging_dirty = true;
-		return 0;
+		if ((emu->efer & EFER_LMA) && (v >> 52))
+			return -EINVAL; /* bits above MAXPHYADDR (and 63: no PCID) */
+		next.cr3 = v;
+		break;
 	case 4:
+		/* bits Unicorn and the models have: VME PVI TSD DE PSE PAE MCE PGE PCE OSFXSR
+		 * OSXMMEXCPT UMIP FSGSBASE(0) SMEP SMAP; no LA57, PCIDE, OSXSAVE, PKE */
+		if (v & ~0x3007ffull & ~0x10000ull)
+			return -EINVAL;
+		if (v & (X86_CR4_LA57 | (1ull << 17) | (1ull << 18) | (1ull << 16)))
+			return -EINVAL;
 		if ((emu->efer & EFER_LMA) && !(v & X86_CR4_PAE))
 			return -EINVAL;
-		emu->cr4 = v;
-		emu_set_reg(emu, UC_X86_REG_CR4, v | X86_CR4_PAE);
-		emu->paging_dirty = true;
-		return 0;
+		next.cr4 = v;
+		break;
 	case 8:
 		if (v & ~0xfull)
 			return -EINVAL;
 		emu->apic.tpr = (uint32_t) v << 4;
 		emu->want_stop = true;
 		return 0;
+	case 2:
+		return SPECIAL_NATIVE;
 	default:
 		return -ENOENT;
 	}
+	if (mmu_check_identity(emu, &next, &bad_la, &bad_gpa) < 0) {
+		emu_fatal(emu,
+			  "the guest maps linear %#llx onto guest-physical %#llx, but on the "
+			  "emulator a linear address inside guest RAM's physical range is always "
+			  "that physical address (Unicorn 2.0.1); use --accel kvm",
+			  (unsigned long long) bad_la, (unsigned long long) bad_gpa);
+		return 0;
+	}
+	mmu_resync(emu, &next, ~0ull);
+	emu->cr0 = next.cr0;
+	emu->cr3 = next.cr3;
+	emu->cr4 = next.cr4;
+	emu->efer = next.efer;
+	return SPECIAL_NATIVE;
 }
 
 static int mov_from_cr(struct emu *emu, unsigned int crn, uint64_t *v)
 {
-	switch (crn) {
-	case 0:
-		*v = emu->cr0;
-		return 0;
-	case 2:
-		*v = emu->cr2;
-		return 0;
-	case 3:
-		*v = emu->cr3;
-		return 0;
-	case 4:
-		*v = emu->cr4;
-		return 0;
-	case 8:
-		*v = emu->apic.tpr >> 4;
-		return 0;
-	default:
+	if (crn != 8)
 		return -ENOENT;
-	}
+	*v = emu->apic.tpr >> 4;
+	return 0;
 }
 
-bool cpu_exec_special(struct emu *emu, const struct insn *in)
+/*
+ * Execute special instruction `in`, which Unicorn is about to run:
+ * SPECIAL_DONE (emulated, RIP moved on or the run stopped after it),
+ * SPECIAL_NATIVE (checked; Unicorn runs it itself and it retires with its
+ * block) or SPECIAL_FAULT (an exception is raised instead).
+ */
+int cpu_exec_special(struct emu *emu, const struct insn *in)
 {
 	uint64_t next = in->addr + in->len, v = 0;
 	bool stop = false;
@@ -333,7 +423,7 @@ bool cpu_exec_special(struct emu *emu, const struct insn *in)
 			v = (emu_reg(emu, UC_X86_REG_RAX) & 0xffffffffull) |
 			    emu_reg(emu, UC_X86_REG_RDX) << 32;
 			r = cpu_msr_write(emu, msr, v);
-			stop = emu->want_stop || emu->paging_dirty;
+			stop = emu->want_stop;
 		}
 		break;
 	}
@@ -381,14 +471,16 @@ bool cpu_exec_special(struct emu *emu, const struct insn *in)
 		emu->halted = true;
 		stop = true;
 		break;
-	case SP_INVLPG:
+	case SP_INVLPG: {
+		struct walk_paging p = { emu->cr0, emu->cr3, emu->cr4, emu->efer };
+
 		if (emu->cpl) {
 			r = -EINVAL;
 			break;
 		}
-		emu->paging_dirty = true;
-		stop = true;
-		break;
+		mmu_resync(emu, &p, count_data_address(emu, in));
+		return SPECIAL_NATIVE;
+	}
 	case SP_MOV_TO_CR:
 		if (emu->cpl) {
 			r = -EINVAL;
@@ -396,6 +488,8 @@ bool cpu_exec_special(struct emu *emu, const struct insn *in)
 		}
 		r = in->gpr < 0 ? -ENOENT
 				: mov_to_cr(emu, in->crn, emu_reg(emu, in->gpr) & gpr_mask(emu));
+		if (r == SPECIAL_NATIVE)
+			return emu->fatal ? SPECIAL_FAULT : SPECIAL_NATIVE;
 		stop = true;
 		break;
 	case SP_MOV_FROM_CR:
@@ -408,19 +502,19 @@ bool cpu_exec_special(struct emu *emu, const struct insn *in)
 			emu_set_reg(emu, in->gpr, v & gpr_mask(emu));
 		break;
 	default:
-		return false;
+		return SPECIAL_FAULT;
 	}
 	if (emu->fatal) {
 		emu_stop(emu, in->addr);
-		return false;
+		return SPECIAL_FAULT;
 	}
 	if (r == -ENOENT) {
 		emu_raise(emu, UD, false, 0, in->addr);
-		return false;
+		return SPECIAL_FAULT;
 	}
 	if (r < 0) {
 		emu_raise(emu, GP, true, 0, in->addr);
-		return false;
+		return SPECIAL_FAULT;
 	}
 	{
 		struct vpmu_exact_counts c;
@@ -434,5 +528,5 @@ bool cpu_exec_special(struct emu *emu, const struct insn *in)
 		emu_stop(emu, next);
 	else
 		emu_set_reg(emu, UC_X86_REG_RIP, next);
-	return true;
+	return SPECIAL_DONE;
 }

@@ -201,7 +201,8 @@ static void classify(const cs_insn *ci, bool cs64, struct insn *in)
 			in->special = SP_MOV_TO_CR;
 			in->crn = (uint8_t) (a - X86_REG_CR0);
 			in->gpr = insn_uc_reg(b);
-		} else if (b >= X86_REG_CR0 && b <= X86_REG_CR15) {
+		} else if (b == X86_REG_CR8) {
+			/* the other control registers Unicorn reads itself: they are the guest's */
 			in->special = SP_MOV_FROM_CR;
 			in->crn = (uint8_t) (b - X86_REG_CR0);
 			in->gpr = insn_uc_reg(a);
@@ -273,7 +274,7 @@ int insn_decode(struct emu *emu, uint64_t addr, bool cs64, struct insn *ret)
 	size_t n, len = sizeof(buf);
 
 	/* a fetch may end at an unmapped page: retry with what is there */
-	while (len && uc_mem_read(emu->uc, addr, buf, len) != UC_ERR_OK)
+	while (len && mmu_read(emu, addr, buf, len) < 0)
 		len = len > 1 ? len - 1 : 0;
 	if (!len)
 		return -EFAULT;
@@ -323,6 +324,22 @@ void insn_count(const struct insn *in, bool taken, struct vpmu_exact_counts *c)
 	c->ref_cycles = c->cycles;
 }
 
+/* Translated code came from the guest pages under [addr, addr + size): tell emu-mmu.c. */
+static void mark_code(struct emu *emu, uint64_t addr, uint32_t size)
+{
+	struct walk_paging p = { emu->cr0, emu->cr3, emu->cr4, emu->efer };
+	uint64_t last = addr + (size ? size - 1 : 0);
+
+	for (uint64_t page = addr & ~0xfffull; page <= last; page += 0x1000) {
+		struct walk_result w;
+
+		if (walk_translate(&emu->mem, &p, page, 0, &w) == 0)
+			mmu_code_page(emu, w.gpa & ~0xfffull);
+		if (page + 0x1000 < page)
+			break;
+	}
+}
+
 int blk_decode(struct emu *emu, uint64_t addr, uint32_t size, bool cs64, struct blk *b)
 {
 	struct insn tmp[64], *v = tmp;
@@ -368,6 +385,7 @@ int blk_decode(struct emu *emu, uint64_t addr, uint32_t size, bool cs64, struct 
 	b->addr = addr;
 	b->size = size;
 	b->n = (uint16_t) n;
+	mark_code(emu, addr, size);
 	b->cs64 = cs64;
 	b->hooked = false;
 	b->has_special = false;

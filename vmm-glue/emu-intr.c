@@ -44,13 +44,15 @@ void emu_refresh_mode(struct emu *emu)
 
 static int load_seg(struct emu *emu, int reg, uint16_t sel)
 {
-	uc_x86_mmr gdtr;
-
-	if (uc_reg_read(emu->uc, UC_X86_REG_GDTR, &gdtr) == UC_ERR_OK && !(sel & 4) && sel >= 8 &&
-	    !mmu_ensure(emu, gdtr.base + (sel & ~7u)))
-		return -EFAULT;
 	return uc_reg_write(emu->uc, reg, &sel) == UC_ERR_OK ? 0 : -EFAULT;
 }
+
+/* Where the trampoline lives in the VMM scratch page (emu-mmu.c) */
+#define TRAMP	     (SCRATCH_BASE + 0x1000)
+#define TRAMP_LDT    0x00 /* one 16-byte 64-bit call gate, LDT selector 7 */
+#define TRAMP_FARPTR 0x10 /* m16:32 for the LCALL: only the selector matters */
+#define TRAMP_LCALL  0x20
+#define TRAMP_INT3   0x30
 
 /*
  * Unicorn 2.0.1's 64-bit register API writes CS and SS selectors only, not
@@ -58,51 +60,68 @@ static int load_seg(struct emu *emu, int reg, uint16_t sel)
  * would stay 3 and the handler's MOV SS, IN/OUT, IRET to ring 0... fault.
  * So Unicorn makes the privilege change itself: a far CALL through a
  * 64-bit call gate (SDM Vol. 3A 5.8.3.1, 5.8.6) to the handler's code
- * segment, from scratch code and a one-gate LDT just below TSS.RSP0,
- * stopped by an INT3 at the gate's target. The scratch bytes and what the
- * CALL pushed are restored; the caller then writes the real frame.
+ * segment, from VMM scratch code and a one-gate LDT, stopped by an INT3
+ * at the gate's target. It runs with Unicorn's paging off, so that the
+ * scratch page (at a non-canonical address no guest can reach) executes
+ * at CPL 3; the guest's GDT, TSS and stack are read and written through
+ * the same linear mappings as always. What the CALL pushed on the guest's
+ * ring-0 stack is put back; the caller writes the real frame.
  */
-static bool unicorn_enter_ring0(struct emu *emu, uint16_t sel)
+int intr_enter_ring0(struct emu *emu, uint16_t sel)
 {
-	uint64_t rsp0, base, gate_lo, gate_hi;
-	uint8_t save[160], code[40];
+	uint8_t *page = emu->mmu.scratch + (TRAMP - SCRATCH_BASE);
+	uint64_t rsp0, gate_lo, gate_hi, target = TRAMP + TRAMP_INT3, rip, rsp, rflags;
+	uint8_t save[32];
 	uc_x86_mmr ldtr, ldt, tr;
-	bool pf = emu->pf_pending, ok;
-	size_t len;
+	uint16_t far_sel = 0x07; /* LDT index 0, RPL 3 */
+	bool ok;
 
 	/* Unicorn reads RSP0 from its own TR: it must hold a present TSS */
 	if (emu->in_run || uc_reg_read(emu->uc, UC_X86_REG_TR, &tr) != UC_ERR_OK ||
-	    !(tr.flags & (1u << 15)) || mmu_read(emu, tr.base + 4, &rsp0, 8) < 0)
-		return false;
-	base = (rsp0 & ~15ull) - 128;
-	len = (size_t) (rsp0 - base);
-	if (len > sizeof(save) || mmu_read(emu, base, save, len) < 0 || !mmu_ensure(emu, base) ||
+	    !(tr.flags & (1u << 15)) || mmu_read(emu, tr.base + 4, &rsp0, 8) < 0 ||
+	    mmu_read(emu, (rsp0 & ~15ull) - sizeof(save), save, sizeof(save)) < 0 ||
 	    uc_reg_read(emu->uc, UC_X86_REG_LDTR, &ldtr) != UC_ERR_OK)
-		return false;
-	/* +0 the gate (DPL 3, to +32), +16 a far pointer to LDT selector 7, +24 lcall, +32 int3 */
-	gate_lo = ((base + 32) & 0xffff) | (uint64_t) sel << 16 | 0xecull << 40 |
-		  ((base + 32) >> 16 & 0xffff) << 48;
-	gate_hi = (base + 32) >> 32;
-	memset(code, 0, sizeof(code));
-	memcpy(code, &gate_lo, 8);
-	memcpy(code + 8, &gate_hi, 8);
-	code[20] = 0x07;
-	memcpy(code + 24, "\xff\x1d\xf2\xff\xff\xff", 6); /* lcall *-14(%rip) */
-	code[32] = 0xcc;				  /* int3 */
-	if (mmu_write(emu, base, code, sizeof(code)) < 0)
-		return false;
-	ldt = (uc_x86_mmr){ .selector = 0, .base = base, .limit = 15, .flags = 0x8200 };
+		return -EFAULT;
+	rip = emu_reg(emu, UC_X86_REG_RIP);
+	rsp = emu_reg(emu, UC_X86_REG_RSP);
+	rflags = emu_reg(emu, UC_X86_REG_RFLAGS);
+	gate_lo = (target & 0xffff) | (uint64_t) sel << 16 | 0xecull << 40 |
+		  ((target >> 16) & 0xffff) << 48;
+	gate_hi = target >> 32;
+	memset(page, 0, 0x40);
+	memcpy(page + TRAMP_LDT, &gate_lo, 8);
+	memcpy(page + TRAMP_LDT + 8, &gate_hi, 8);
+	memcpy(page + TRAMP_FARPTR + 4, &far_sel, 2);
+	/* lcall *TRAMP_FARPTR(%rip): FF /3, m16:32 */
+	memcpy(page + TRAMP_LCALL, "\xff\x1d", 2);
+	{
+		int32_t rel = (int32_t) (TRAMP_FARPTR - (TRAMP_LCALL + 6));
+
+		memcpy(page + TRAMP_LCALL + 2, &rel, 4);
+	}
+	page[TRAMP_INT3] = 0xcc;
+	ldt = (uc_x86_mmr){
+		.selector = 0, .base = TRAMP + TRAMP_LDT, .limit = 15, .flags = 0x8200
+	};
 	uc_reg_write(emu->uc, UC_X86_REG_LDTR, &ldt);
+	mmu_pg_off(emu);
 	emu->trampoline = 0;
 	emu->in_run = true;
-	uc_emu_start(emu->uc, base + 24, 0, 0, 0);
+	uc_emu_start(emu->uc, TRAMP + TRAMP_LCALL, 0, 0, 0);
 	emu->in_run = false;
-	uc_reg_write(emu->uc, UC_X86_REG_LDTR, &ldtr);
-	mmu_write(emu, base, save, len);
 	ok = emu->trampoline == 3;
 	emu->trampoline = -1;
-	emu->pf_pending = pf; /* a fault in there is not the guest's */
-	return ok;
+	mmu_pg_on(emu, true); /* TLB entries filled without paging */
+	uc_reg_write(emu->uc, UC_X86_REG_LDTR, &ldtr);
+	mmu_write(emu, (rsp0 & ~15ull) - sizeof(save), save, sizeof(save));
+	/* the guest's registers as they were, in ring 0 now */
+	emu_set_reg(emu, UC_X86_REG_RIP, rip);
+	emu_set_reg(emu, UC_X86_REG_RSP, rsp);
+	emu_set_reg(emu, UC_X86_REG_RFLAGS, rflags);
+	if (!ok)
+		return -EFAULT;
+	emu->cpl = 0;
+	return 0;
 }
 
 int intr_deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip)
@@ -150,8 +169,9 @@ int intr_deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t er
 			if (mmu_read(emu, tr.base + off, &v, 8) < 0)
 				return -EFAULT;
 			if (dpl < emu->cpl) {
-				if (dpl == 0)
-					unicorn_enter_ring0(emu, sel);
+				/* only ring 0 has a gate into it here: 1 and 2 are not used */
+				if (dpl != 0 || intr_enter_ring0(emu, sel) < 0)
+					return -EFAULT;
 				emu_set_reg(emu, UC_X86_REG_SS, dpl); /* null SS, RPL = new CPL */
 			}
 			/* the old stack goes in the frame below */
@@ -211,6 +231,48 @@ int intr_deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t er
 	}
 	emu->lbr_int_from = 0;
 	emu->cpl = dpl;
+	emu_refresh_mode(emu);
+	return 0;
+}
+
+#define MSR_STAR	 0xc0000081
+#define MSR_LSTAR	 0xc0000082
+#define MSR_SYSCALL_MASK 0xc0000084
+
+static uint64_t read_msr(struct emu *emu, uint32_t msr)
+{
+	uc_x86_msr m = { .rid = msr };
+
+	uc_reg_read(emu->uc, UC_X86_REG_MSR, &m);
+	return m.value;
+}
+
+/*
+ * Complete a SYSCALL that retired in 64-bit mode, `next` being the
+ * instruction after it (SDM Vol. 2B SYSCALL): RCX = next, R11 = RFLAGS,
+ * RFLAGS &= ~IA32_FMASK (RF cleared), CS = STAR[47:32] and SS = that + 8
+ * at CPL 0, RIP = IA32_LSTAR. The CPL change is the ring-0 trampoline's;
+ * SS is then loaded from the guest's GDT, which for every kernel that
+ * uses SYSCALL holds the flat segment SYSCALL would make.
+ */
+int intr_syscall(struct emu *emu, uint64_t next)
+{
+	uint64_t star = read_msr(emu, MSR_STAR), lstar = read_msr(emu, MSR_LSTAR);
+	uint64_t fmask = read_msr(emu, MSR_SYSCALL_MASK);
+	uint64_t rflags = emu_reg(emu, UC_X86_REG_RFLAGS);
+	uint16_t cs = (uint16_t) ((star >> 32) & 0xfffc);
+
+	emu_set_reg(emu, UC_X86_REG_RIP, next);
+	if (emu->cpl != 0 && intr_enter_ring0(emu, cs) < 0)
+		return -EFAULT;
+	if (load_seg(emu, UC_X86_REG_SS, (uint16_t) (cs + 8)) < 0)
+		return -EFAULT;
+	emu_set_reg(emu, UC_X86_REG_RCX, next);
+	emu_set_reg(emu, UC_X86_REG_R11, rflags & ~RFLAGS_RF);
+	emu_set_reg(emu, UC_X86_REG_RFLAGS, (rflags & ~fmask & ~RFLAGS_RF) | 2);
+	emu_set_reg(emu, UC_X86_REG_RIP, lstar);
+	emu->resume_rip = lstar;
+	emu->cpl = 0;
 	emu_refresh_mode(emu);
 	return 0;
 }

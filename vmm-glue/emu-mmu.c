@@ -1,20 +1,59 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Guest paging on Unicorn 2.0.1, which translates linear = physical: the
- * VMM walks the guest's page tables (vpmu's walker, the one the PEBS
- * writer uses) when Unicorn touches an unmapped linear page, and maps an
- * alias of the guest RAM behind it there, coalescing runs of linear pages
- * that are contiguous in guest-physical memory (Unicorn asserts past 4096
- * memory sections). Every alias goes when the guest changes CR0/CR3/CR4/
- * EFER or runs INVLPG. The xAPIC page is mapped as MMIO.
+ * Guest memory for the emulator vCPU on Unicorn 2.0.1 (see emu-priv.h).
+ *
+ * Guest RAM is a memory file. Unicorn runs with the guest's own paging
+ * registers, so its page walk checks every access exactly as the SDM
+ * says (Vol. 3A ch. 4: present, R/W with CR0.WP, U/S, XD, SMEP/SMAP,
+ * reserved bits, Accessed/Dirty) and raises #PF at the faulting
+ * instruction with CR2 set. Its walk reads the guest's tables from
+ * Unicorn's address space, where RAM sits at its guest-physical
+ * addresses (the identity regions). After a successful walk Unicorn
+ * 2.0.1 uses the linear address itself as the address of the data, so
+ * each linear range outside the identity regions is a window: one
+ * Unicorn region over a host reserve in which a page is mapped from the
+ * RAM file (the guest page the tables name) when the host first touches
+ * it. That touch is a host SIGSEGV, taken here; it never reaches the
+ * guest, which only sees the walk Unicorn already did.
+ *
+ * Mapped pages are checked against the guest's tables again whenever
+ * the guest changes its paging (MOV CR0/CR3/CR4, INVLPG, EFER): pages
+ * whose translation changed are dropped, with the translations Unicorn
+ * made from them. Self-modifying code through another mapping of the same
+ * guest page (Linux's text_poke writes kernel text through a temporary
+ * mm) is caught by mapping pages that hold translated code read-only in
+ * every window: a write through any of them is a host fault, after which
+ * the run loop drops the translations of every mapping of that page.
+ *
+ * Known limit: a linear address inside an identity region always means
+ * that guest-physical address (Unicorn cannot map it elsewhere), so a
+ * guest that maps linear addresses inside its RAM's physical range onto
+ * other pages is refused with one line (mmu_check_identity).
  */
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
 
 #include "emu-priv.h"
 
-#define PAGE	4096ull
-#define RUN_MAX (2ull << 20) /* coalesce up to 2 MiB per alias */
+#define PAGE	 4096ull
+#define CR0_PG	 (1ull << 31)
+#define CR4_PAE	 (1ull << 5)
+#define CR4_LA57 (1ull << 12)
+#define EFER_LMA (1ull << 10)
+#define POP_SOFT (POP_CAP - 4096) /* past this, drop every mapped page at the next stop */
+#define PF_ERR_W (1u << 1)	  /* host page-fault error code: a write (REG_ERR) */
+
+/* ---- the SIGSEGV handler: a window page the host touched first ------- */
+
+#define MAX_EMUS 4
+static struct emu *volatile emus[MAX_EMUS];
+static struct sigaction old_segv;
+static int handler_users;
 
 static struct walk_paging paging(const struct emu *emu)
 {
@@ -23,29 +62,257 @@ static struct walk_paging paging(const struct emu *emu)
 	return p;
 }
 
-int mmu_read(struct emu *emu, uint64_t la, void *dst, size_t len)
+static struct window *window_of_host(struct emu *emu, const uint8_t *a)
 {
-	struct walk_paging p = paging(emu);
+	for (unsigned int i = 0; i < emu->mmu.nr_win; i++) {
+		struct window *w = &emu->mmu.win[i];
 
-	return walk_read(&emu->mem, &p, la, dst, len, 0);
-}
-
-int mmu_write(struct emu *emu, uint64_t la, const void *src, size_t len)
-{
-	struct walk_paging p = paging(emu);
-
-	return walk_write(&emu->mem, &p, la, src, len, WALK_WRITE | WALK_SET_AD);
-}
-
-static bool overlaps(const struct emu *emu, uint64_t la, uint64_t size)
-{
-	for (unsigned int i = 0; i < emu->nr_aliases; i++) {
-		const struct alias *a = &emu->aliases[i];
-
-		if (la < a->la + a->size && a->la < la + size)
-			return true;
+		if (a >= w->host && a < w->host + w->size)
+			return w;
 	}
-	return false;
+	return NULL;
+}
+
+static bool is_code(const struct emu *emu, uint64_t gpa)
+{
+	uint64_t pfn = gpa / PAGE;
+
+	return gpa < emu->mmu.ram_top && (emu->mmu.code[pfn / 8] >> (pfn % 8) & 1);
+}
+
+/* Stop Unicorn at the next block boundary, from anywhere (a signal handler too). */
+static void request_stop(struct emu *emu)
+{
+	emu->async_stop = 1;
+	if (emu->in_run)
+		uc_emu_stop(emu->uc);
+}
+
+static int32_t pop_alloc(struct emu_mmu *m)
+{
+	int32_t i = m->free_head;
+
+	if (i < 0)
+		return -1;
+	m->free_head = m->pop[i].next;
+	return i;
+}
+
+/* Map the window page at `a` (host) onto what the guest's tables say now. Async-signal-safe. */
+static bool map_page(struct emu *emu, struct window *w, uint8_t *a)
+{
+	struct emu_mmu *m = &emu->mmu;
+	uint64_t idx = (uint64_t) (a - w->host) / PAGE, la = w->la + idx * PAGE, gpa;
+	struct walk_paging p = paging(emu);
+	struct walk_result res;
+	uint8_t *host = w->host + idx * PAGE;
+	bool ro = false, global = false;
+	int32_t i;
+
+	i = pop_alloc(m);
+	if (i < 0)
+		return false;
+	if (walk_translate(&emu->mem, &p, la, 0, &res) == 0) {
+		gpa = res.gpa & ~(PAGE - 1);
+		ro = is_code(emu, gpa);
+		global = res.global;
+		if (mmap(host, PAGE, ro ? PROT_READ : PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_FIXED, m->memfd, (off_t) gpa) == MAP_FAILED) {
+			m->pop[i].next = m->free_head;
+			m->free_head = i;
+			return false;
+		}
+	} else {
+		/*
+		 * Unicorn's walk let the access through, so the guest's tables
+		 * map this page outside RAM (or changed without a TLB flush):
+		 * unbacked physical memory reads all ones (no device answers).
+		 */
+		gpa = POP_NO_RAM;
+		if (mmap(host, PAGE, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
+			 0) == MAP_FAILED) {
+			m->pop[i].next = m->free_head;
+			m->free_head = i;
+			return false;
+		}
+		memset(host, 0xff, PAGE);
+		if (!m->bad) {
+			m->bad_la = la;
+			m->bad_gpa = res.gpa;
+			m->bad = 1;
+		}
+	}
+	m->pop[i] = (struct pop){ .la = la,
+				  .gpa = gpa,
+				  .next = -1,
+				  .dense = m->nr_used,
+				  .win = (uint16_t) (w - m->win),
+				  .ro = ro,
+				  .global = global };
+	if (gpa != POP_NO_RAM) {
+		m->pop[i].next = m->gpa_head[gpa / PAGE];
+		m->gpa_head[gpa / PAGE] = i;
+	}
+	m->used[m->nr_used++] = (uint32_t) i;
+	w->pop[idx] = (uint32_t) i + 1;
+	m->faults++;
+	if (m->nr_used >= POP_SOFT && !m->pop_full) {
+		m->pop_full = 1;
+		request_stop(emu);
+	}
+	return true;
+}
+
+/* A write to a page mapped read-only because it holds translated code. */
+static bool code_write(struct emu *emu, struct pop *pp, uint8_t *host)
+{
+	struct emu_mmu *m = &emu->mmu;
+
+	if (mprotect(host, PAGE, PROT_READ | PROT_WRITE) < 0)
+		return false;
+	pp->ro = false;
+	if (m->smc_n < SMC_CAP)
+		m->smc_gpa[m->smc_n++] = pp->gpa;
+	else
+		m->smc_overflow = 1;
+	request_stop(emu);
+	return true;
+}
+
+static bool handle_fault(struct emu *emu, uint8_t *a, bool write)
+{
+	struct window *w = window_of_host(emu, a);
+	uint64_t idx;
+
+	if (!w)
+		return false;
+	idx = (uint64_t) (a - w->host) / PAGE;
+	if (w->pop[idx]) {
+		struct pop *pp = &emu->mmu.pop[w->pop[idx] - 1];
+
+		if (write && pp->ro)
+			return code_write(emu, pp, w->host + idx * PAGE);
+		return false; /* mapped and still faulting: not ours to hide */
+	}
+	return map_page(emu, w, a);
+}
+
+static void on_segv(int sig, siginfo_t *si, void *uctx)
+{
+	ucontext_t *uc = uctx;
+	bool write = uc && (uc->uc_mcontext.gregs[REG_ERR] & PF_ERR_W);
+
+	for (unsigned int i = 0; i < MAX_EMUS; i++) {
+		struct emu *emu = emus[i];
+
+		if (emu && handle_fault(emu, si->si_addr, write))
+			return;
+	}
+	/* not a window page: whoever handled SIGSEGV before (ASan, or the default) */
+	if ((old_segv.sa_flags & SA_SIGINFO) && old_segv.sa_sigaction) {
+		old_segv.sa_sigaction(sig, si, uctx);
+		return;
+	}
+	if (old_segv.sa_handler != SIG_DFL && old_segv.sa_handler != SIG_IGN) {
+		old_segv.sa_handler(sig);
+		return;
+	}
+	signal(SIGSEGV, SIG_DFL); /* the access faults again and the process dies with it */
+}
+
+static int handler_add(struct emu *emu)
+{
+	unsigned int i;
+
+	for (i = 0; i < MAX_EMUS && emus[i]; i++)
+		;
+	if (i == MAX_EMUS)
+		return -EBUSY;
+	if (handler_users++ == 0) {
+		struct sigaction sa;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_sigaction = on_segv;
+		sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(SIGSEGV, &sa, &old_segv) < 0) {
+			handler_users--;
+			return -errno;
+		}
+	}
+	emus[i] = emu;
+	return 0;
+}
+
+static void handler_remove(struct emu *emu)
+{
+	for (unsigned int i = 0; i < MAX_EMUS; i++) {
+		if (emus[i] != emu)
+			continue;
+		emus[i] = NULL;
+		if (--handler_users == 0)
+			sigaction(SIGSEGV, &old_segv, NULL);
+	}
+}
+
+/* ---- setup ------------------------------------------------------------ */
+
+int mmu_init(struct emu *emu, const struct guest_region *ram, unsigned int nr, char *err,
+	     size_t errlen)
+{
+	struct emu_mmu *m = &emu->mmu;
+	uint64_t top = 0, pages;
+
+	m->memfd = -1;
+	if (!nr || nr > sizeof(m->ram) / sizeof(m->ram[0])) {
+		snprintf(err, errlen, "internal: %u RAM ranges", nr);
+		return -EINVAL;
+	}
+	for (unsigned int i = 0; i < nr; i++)
+		if (ram[i].gpa + ram[i].size > top)
+			top = ram[i].gpa + ram[i].size;
+	m->memfd = memfd_create("vpmu-guest-ram", MFD_CLOEXEC);
+	if (m->memfd < 0 || ftruncate(m->memfd, (off_t) top) < 0) {
+		snprintf(err, errlen, "cannot create %llu MiB of guest RAM: %s",
+			 (unsigned long long) (top >> 20), strerror(errno));
+		return -ENOMEM;
+	}
+	emu->ram = mmap(NULL, top, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, m->memfd, 0);
+	if (emu->ram == MAP_FAILED) {
+		emu->ram = NULL;
+		snprintf(err, errlen, "cannot map %llu MiB of guest RAM: %s",
+			 (unsigned long long) (top >> 20), strerror(errno));
+		return -ENOMEM;
+	}
+	m->ram_top = top;
+	m->nr_ram = nr;
+	for (unsigned int i = 0; i < nr; i++) {
+		m->ram[i] = ram[i];
+		m->ram[i].hva = emu->ram + ram[i].gpa;
+	}
+	emu->mem.regions = m->ram;
+	emu->mem.nr = nr;
+
+	pages = top / PAGE;
+	m->pop = calloc(POP_CAP, sizeof(*m->pop));
+	m->used = calloc(POP_CAP, sizeof(*m->used));
+	m->gpa_head = malloc(pages * sizeof(*m->gpa_head));
+	m->code = calloc(pages / 8 + 1, 1);
+	m->scratch = mmap(NULL, SCRATCH_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			  -1, 0);
+	if (!m->pop || !m->used || !m->gpa_head || !m->code || m->scratch == MAP_FAILED) {
+		if (m->scratch == MAP_FAILED)
+			m->scratch = NULL;
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (uint64_t i = 0; i < pages; i++)
+		m->gpa_head[i] = -1;
+	for (uint32_t i = 0; i < POP_CAP; i++)
+		m->pop[i].next = i + 1 < POP_CAP ? (int32_t) i + 1 : -1;
+	m->free_head = 0;
+	return 0;
 }
 
 static uint64_t apic_read(uc_engine *uc, uint64_t offset, unsigned size, void *data)
@@ -64,181 +331,530 @@ static void apic_write(uc_engine *uc, uint64_t offset, unsigned size, uint64_t v
 	emu->want_stop = true;
 }
 
-static bool add_alias(struct emu *emu, uint64_t la, uint64_t size, bool mmio, uint32_t prot,
-		      uint8_t *hva)
+int mmu_attach(struct emu *emu, char *err, size_t errlen)
 {
-	struct alias *a;
+	struct emu_mmu *m = &emu->mmu;
+	int r;
 
-	if (emu->nr_aliases >= MAX_ALIASES + 16)
-		return false;
-	a = &emu->aliases[emu->nr_aliases++];
-	a->la = la;
-	a->size = size;
-	a->mmio = mmio;
-	a->prot = prot;
-	a->hva = hva;
-	a->settle = !mmio && emu->in_run;
-	emu->st.aliases++;
-	/* near Unicorn's limit: drop them all at the next block boundary */
-	if (emu->nr_aliases >= MAX_ALIASES) {
-		emu->paging_dirty = true;
-		emu->want_stop = true;
+	for (unsigned int i = 0; i < m->nr_ram; i++) {
+		if (uc_mem_map_ptr(emu->uc, m->ram[i].gpa, m->ram[i].size, UC_PROT_ALL,
+				   m->ram[i].hva) != UC_ERR_OK) {
+			snprintf(err, errlen, "cannot map guest RAM at %#llx in Unicorn",
+				 (unsigned long long) m->ram[i].gpa);
+			return -EIO;
+		}
 	}
+	if (uc_mmio_map(emu->uc, APIC_DEFAULT_BASE, PAGE, apic_read, emu, apic_write, emu) !=
+		    UC_ERR_OK ||
+	    uc_mem_map_ptr(emu->uc, SCRATCH_BASE, SCRATCH_SIZE, UC_PROT_ALL, m->scratch) !=
+		    UC_ERR_OK) {
+		snprintf(err, errlen, "cannot map the local APIC or VMM scratch memory in Unicorn");
+		return -EIO;
+	}
+	r = handler_add(emu);
+	if (r < 0) {
+		snprintf(err, errlen, "cannot take SIGSEGV for guest memory: %s", strerror(-r));
+		return r;
+	}
+	return 0;
+}
+
+void mmu_free(struct emu *emu)
+{
+	struct emu_mmu *m = &emu->mmu;
+
+	handler_remove(emu);
+	for (unsigned int i = 0; i < m->nr_win; i++) {
+		munmap(m->win[i].host, m->win[i].size);
+		free(m->win[i].pop);
+	}
+	m->nr_win = 0;
+	free(m->pop);
+	free(m->used);
+	free(m->gpa_head);
+	free(m->code);
+	if (m->scratch)
+		munmap(m->scratch, SCRATCH_SIZE);
+	if (emu->ram)
+		munmap(emu->ram, m->ram_top);
+	if (m->memfd >= 0)
+		close(m->memfd);
+}
+
+/* ---- guest memory as the VMM reads and writes it --------------------- */
+
+int mmu_read(struct emu *emu, uint64_t la, void *dst, size_t len)
+{
+	struct walk_paging p = paging(emu);
+
+	return walk_read(&emu->mem, &p, la, dst, len, 0);
+}
+
+int mmu_write(struct emu *emu, uint64_t la, const void *src, size_t len)
+{
+	struct walk_paging p = paging(emu);
+
+	return walk_write(&emu->mem, &p, la, src, len, WALK_WRITE | WALK_SET_AD);
+}
+
+/* ---- Unicorn's TLB and translations ---------------------------------- */
+
+/*
+ * Unicorn 2.0.1 translates a linear address through the guest's tables
+ * in uc_ctl_remove_cache and uc_mem_unmap, and a page the tables do not
+ * map there raises a guest #PF outside any run, which it cannot survive.
+ * Those calls run with its CR0.PG clear (linear = Unicorn address, which
+ * is how Unicorn keys the window pages anyway); the TLB entries filled
+ * meanwhile have no permission checks, so mmu_pg_on() flushes them unless
+ * the caller knows a flush follows.
+ */
+void mmu_pg_off(struct emu *emu)
+{
+	struct emu_mmu *m = &emu->mmu;
+
+	if (m->pg_saved)
+		return;
+	m->cr0_saved = emu_reg(emu, UC_X86_REG_CR0);
+	emu_set_reg(emu, UC_X86_REG_CR0, m->cr0_saved & ~CR0_PG);
+	m->pg_saved = true;
+}
+
+void mmu_pg_on(struct emu *emu, bool flush)
+{
+	struct emu_mmu *m = &emu->mmu;
+
+	if (!m->pg_saved)
+		return;
+	emu_set_reg(emu, UC_X86_REG_CR0, m->cr0_saved);
+	m->pg_saved = false;
+	if (flush)
+		mmu_tlb_flush(emu);
+}
+
+/*
+ * Unicorn 2.0.1 has no call that only empties its TLB; mapping a region
+ * does (memory_map_ptr -> tlb_flush). A page of the VMM scratch range is
+ * mapped and unmapped for it: two rebuilds of a region list kept short.
+ */
+void mmu_tlb_flush(struct emu *emu)
+{
+	static const uint64_t at = SCRATCH_BASE + SCRATCH_SIZE;
+
+	if (uc_mem_map_ptr(emu->uc, at, PAGE, UC_PROT_READ, emu->mmu.scratch) == UC_ERR_OK)
+		uc_mem_unmap(emu->uc, at, PAGE);
+	emu->flush_tlb = false;
+}
+
+/* Drop Unicorn's translations of [la, la + len) and our decodes. With mmu_pg_off() in effect. */
+static void tb_drop(struct emu *emu, uint64_t la, uint64_t len)
+{
+	uc_ctl_remove_cache(emu->uc, la, la + len);
+	emu->mmu.tb_pages++;
+	for (unsigned int i = 0; i < BLK_CACHE; i++) {
+		struct blk *b = &emu->blocks[i];
+
+		if (b->insns && b->addr < la + len && la < b->addr + b->size)
+			blk_free(b);
+	}
+}
+
+/*
+ * Have Unicorn translate [la, la + len) again (its hooks changed there,
+ * or an exit was armed in it); the code itself is the same.
+ */
+void mmu_tb_invalidate(struct emu *emu, uint64_t la, uint64_t len)
+{
+	bool was = emu->mmu.pg_saved;
+
+	mmu_pg_off(emu);
+	uc_ctl_remove_cache(emu->uc, la, la + len);
+	if (!was)
+		mmu_pg_on(emu, true);
+}
+
+/* ---- windows ------------------------------------------------------------ */
+
+/* Is [la, la + size) free of identity regions, MMIO, scratch and windows? */
+static bool range_free(const struct emu *emu, uint64_t la, uint64_t size)
+{
+	const struct emu_mmu *m = &emu->mmu;
+
+	for (unsigned int i = 0; i < m->nr_ram; i++)
+		if (la < m->ram[i].gpa + m->ram[i].size && m->ram[i].gpa < la + size)
+			return false;
+	if (la < APIC_DEFAULT_BASE + PAGE && APIC_DEFAULT_BASE < la + size)
+		return false;
+	if (la < SCRATCH_BASE + SCRATCH_SIZE + PAGE && SCRATCH_BASE < la + size)
+		return false;
+	for (unsigned int i = 0; i < m->nr_win; i++)
+		if (la < m->win[i].la + m->win[i].size && m->win[i].la < la + size)
+			return false;
 	return true;
 }
 
-/*
- * A guest page fault: remember it and abort the access; the run loop
- * delivers #PF once Unicorn has stopped (emu_pf_deliver). Error code per
- * SDM Vol. 3A 4.7: P (a protection violation, not a missing page), W/R,
- * U/S (CPL 3), I/D (an instruction fetch, where NX or SMEP make it one).
- * Tables that lead outside RAM read as not present here (hardware would
- * read all ones there and report a reserved-bit fault).
- */
-static bool page_fault(struct emu *emu, uint64_t la, bool present, bool write, bool fetch)
+/* The largest free range around page `la` inside its WIN_SIZE block, at page granularity. */
+static void window_bounds(const struct emu *emu, uint64_t la, uint64_t *ret_lo, uint64_t *ret_hi)
 {
-	emu->pf_pending = true;
-	emu->pf_addr = la;
-	emu->pf_fetch = fetch;
-	emu->pf_err =
-		(present ? 1u : 0) | (write ? 2u : 0) | (emu->cpl == 3 ? 4u : 0) |
-		(fetch && ((emu->efer & (1ull << 11)) || (emu->cr4 & (1ull << 20))) ? 16u : 0);
-	return false;
+	uint64_t block = la & ~(WIN_SIZE - 1), lo = la & ~(PAGE - 1), hi = lo + PAGE;
+
+	/* grow by halving steps: few region compares, never past an obstacle */
+	for (uint64_t step = WIN_SIZE / 2; step >= PAGE; step /= 2) {
+		if (lo - block >= step && range_free(emu, lo - step, step))
+			lo -= step;
+		if (block + WIN_SIZE - hi >= step && range_free(emu, hi, step))
+			hi += step;
+	}
+	*ret_lo = lo;
+	*ret_hi = hi;
 }
 
-bool mmu_map(struct emu *emu, uint64_t la, bool write, bool fetch)
+static int window_new(struct emu *emu, uint64_t la)
 {
-	struct walk_paging p = paging(emu);
-	struct walk_result w;
-	uint64_t page = la & ~(PAGE - 1), gpa, run;
-	uint32_t prot;
-	unsigned int flags = (write ? WALK_WRITE : 0) | WALK_SET_AD;
-	int r;
+	struct emu_mmu *m = &emu->mmu;
+	struct window *w;
+	uint64_t lo, hi;
 
-	if (!emu->cs64 && !(emu->efer & (1ull << 10)))
-		page &= 0xffffffffull;
-	r = walk_translate(&emu->mem_map, &p, page, flags, &w);
-	if (r == -EFAULT && (emu->cr0 >> 31))
-		return page_fault(emu, la, false, write,
-				  fetch); /* not present, or tables outside RAM */
-	gpa = r == 0 ? w.gpa : page;
-	if (r == -EACCES)
-		return page_fault(emu, la, true, write, fetch);
-	if ((gpa & ~(PAGE - 1)) == (emu->apic.base & ~(PAGE - 1)) &&
-	    lapic_xapic_enabled(&emu->apic)) {
-		if (overlaps(emu, page, PAGE) || uc_mmio_map(emu->uc, page, PAGE, apic_read, emu,
-							     apic_write, emu) != UC_ERR_OK) {
-			emu_fatal(emu, "cannot map the local APIC at linear %#llx",
-				  (unsigned long long) page);
-			return false;
-		}
-		return add_alias(emu, page, PAGE, true, 0, NULL);
+	if (!range_free(emu, la & ~(PAGE - 1), PAGE))
+		return -EEXIST;
+	if (m->nr_win == MAX_WINDOWS)
+		return -ENOSPC;
+	window_bounds(emu, la, &lo, &hi);
+	w = &m->win[m->nr_win];
+	w->la = lo;
+	w->size = hi - lo;
+	w->host =
+		mmap(NULL, w->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (w->host == MAP_FAILED)
+		return -ENOMEM;
+	w->pop = calloc(w->size / PAGE, sizeof(*w->pop));
+	if (!w->pop) {
+		munmap(w->host, w->size);
+		return -ENOMEM;
 	}
-	if (r < 0 || gpa + PAGE > emu->ram_size) {
-		emu_fatal(emu,
-			  "guest %s at linear %#llx reaches guest-physical %#llx, outside the %llu "
-			  "MiB of RAM",
-			  fetch	  ? "fetch"
-			  : write ? "write"
-				  : "read",
-			  (unsigned long long) la, (unsigned long long) gpa,
-			  (unsigned long long) (emu->ram_size >> 20));
-		return false;
+	if (uc_mem_map_ptr(emu->uc, w->la, w->size, UC_PROT_ALL, w->host) != UC_ERR_OK) {
+		free(w->pop);
+		munmap(w->host, w->size);
+		return -EIO;
 	}
-	if (overlaps(emu, page, PAGE)) {
-		emu_fatal(emu, "internal: linear page %#llx is mapped and unmapped at once",
-			  (unsigned long long) page);
-		return false;
-	}
-	/* coalesce: the following linear pages while they follow in guest-physical memory */
-	run = PAGE;
-	while (run < RUN_MAX) {
-		struct walk_result w2;
-		uint64_t next = page + run;
-
-		if (emu->cr0 >> 31) {
-			if (walk_translate(&emu->mem_map, &p, next, 0, &w2) < 0 ||
-			    w2.gpa != gpa + run || w2.writable != w.writable)
-				break;
-		} else if (!emu->cs64 && next > 0xffffffffull) {
-			break;
-		}
-		if (gpa + run + PAGE > emu->ram_size || overlaps(emu, next, PAGE))
-			break;
-		if (((gpa + run) & ~(PAGE - 1)) == (emu->apic.base & ~(PAGE - 1)))
-			break;
-		run += PAGE;
-	}
-	prot = (r == 0 && !w.writable && (emu->cr0 >> 31)) ? UC_PROT_READ | UC_PROT_EXEC
-							   : UC_PROT_ALL;
-	if (uc_mem_map_ptr(emu->uc, page, run, prot, emu->ram + gpa) != UC_ERR_OK) {
-		emu_fatal(emu, "cannot map linear %#llx onto guest RAM", (unsigned long long) page);
-		return false;
-	}
-	return add_alias(emu, page, run, false, prot, emu->ram + gpa);
-}
-
-void mmu_flush(struct emu *emu)
-{
-	for (unsigned int i = 0; i < emu->nr_aliases; i++)
-		uc_mem_unmap(emu->uc, emu->aliases[i].la, emu->aliases[i].size);
-	emu->nr_aliases = 0;
-	emu->st.alias_flushes++;
-	emu->paging_dirty = false;
+	w->settle = emu->in_run;
+	m->nr_win++;
+	emu->st.windows++;
+	return 0;
 }
 
 /*
- * Unicorn 2.0.1 cannot invalidate translations of pages mapped from inside
- * a hook: a later uc_emu_start `until` (or uc_ctl_remove_cache) in them is
- * ignored, measured. Mapping the same alias again from outside a run makes
- * them ordinary; done once per alias before the next run.
+ * Unicorn touched a linear address no region covers: give it a window.
+ * Whether the guest may access it is for Unicorn's page walk to say.
  */
-void mmu_settle(struct emu *emu)
-{
-	for (unsigned int i = 0; i < emu->nr_aliases; i++) {
-		struct alias *a = &emu->aliases[i];
-
-		if (!a->settle)
-			continue;
-		a->settle = false;
-		if (uc_mem_unmap(emu->uc, a->la, a->size) != UC_ERR_OK ||
-		    uc_mem_map_ptr(emu->uc, a->la, a->size, a->prot, a->hva) != UC_ERR_OK) {
-			emu_fatal(emu, "cannot map linear %#llx onto guest RAM again",
-				  (unsigned long long) a->la);
-			return;
-		}
-	}
-}
-
 bool mmu_hook_unmapped(uc_engine *uc, uc_mem_type type, uint64_t addr, int size, int64_t value,
 		       void *data)
 {
 	struct emu *emu = data;
 	uint64_t end = addr + (uint64_t) (size > 0 ? size - 1 : 0);
+	int r;
 
 	if (emu->fatal)
 		return false;
-	if (!mmu_map(emu, addr, type == UC_MEM_WRITE_UNMAPPED, type == UC_MEM_FETCH_UNMAPPED))
+	r = window_new(emu, addr);
+	if (r == 0 && (end & ~(PAGE - 1)) != (addr & ~(PAGE - 1)))
+		r = window_new(emu, end);
+	if (r == -EEXIST)
+		r = 0;
+	if (r < 0) {
+		emu_fatal(emu, "cannot map linear %#llx for the guest (%s; %u windows)",
+			  (unsigned long long) addr, strerror(-r), emu->mmu.nr_win);
 		return false;
-	/* an access that straddles two pages needs the second one too */
-	if ((end & ~(PAGE - 1)) != (addr & ~(PAGE - 1)) && !overlaps(emu, end & ~(PAGE - 1), PAGE))
-		return mmu_map(emu, end, type == UC_MEM_WRITE_UNMAPPED,
-			       type == UC_MEM_FETCH_UNMAPPED);
+	}
 	return true;
 }
 
-bool mmu_hook_prot(uc_engine *uc, uc_mem_type type, uint64_t addr, int size, int64_t value,
-		   void *data)
+/*
+ * Unicorn 2.0.1 ignores uc_ctl_remove_cache and `until` for a region
+ * mapped from inside a run (measured on the old per-page aliases): map
+ * such windows again from outside. The host pages stay as they are.
+ */
+static void settle(struct emu *emu)
 {
-	struct emu *emu = data;
+	struct emu_mmu *m = &emu->mmu;
 
-	/* a read-only alias: the guest's tables say the page is not writable */
-	return page_fault(emu, addr, true, true, false);
+	for (unsigned int i = 0; i < m->nr_win; i++) {
+		struct window *w = &m->win[i];
+
+		if (!w->settle)
+			continue;
+		w->settle = false;
+		mmu_pg_off(emu);
+		if (uc_mem_unmap(emu->uc, w->la, w->size) != UC_ERR_OK ||
+		    uc_mem_map_ptr(emu->uc, w->la, w->size, UC_PROT_ALL, w->host) != UC_ERR_OK)
+			emu_fatal(emu, "cannot map linear %#llx for the guest again",
+				  (unsigned long long) w->la);
+	}
+	mmu_pg_on(emu, false); /* mapping flushed the TLB */
 }
 
-bool mmu_ensure(struct emu *emu, uint64_t la)
+/* ---- mapped pages: unmapping, and checking them against the tables ---- */
+
+static void gpa_unlink(struct emu_mmu *m, int32_t i)
 {
-	if (overlaps(emu, la & ~(PAGE - 1), PAGE))
-		return true;
-	return mmu_map(emu, la, false, false);
+	uint64_t gpa = m->pop[i].gpa;
+	int32_t *link;
+
+	if (gpa == POP_NO_RAM)
+		return;
+	for (link = &m->gpa_head[gpa / PAGE]; *link >= 0; link = &m->pop[*link].next)
+		if (*link == i) {
+			*link = m->pop[i].next;
+			return;
+		}
+}
+
+/* Unmap window page `i`: the host page becomes PROT_NONE again. Outside the handler only. */
+static void pop_drop(struct emu *emu, int32_t i)
+{
+	struct emu_mmu *m = &emu->mmu;
+	struct pop *pp = &m->pop[i];
+	struct window *w = &m->win[pp->win];
+	uint64_t idx = (pp->la - w->la) / PAGE;
+	uint32_t last;
+
+	mmap(w->host + idx * PAGE, PAGE, PROT_NONE,
+	     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+	w->pop[idx] = 0;
+	gpa_unlink(m, i);
+	last = m->used[--m->nr_used];
+	m->used[pp->dense] = last;
+	m->pop[last].dense = pp->dense;
+	pp->next = m->free_head;
+	m->free_head = i;
+	m->unmapped++;
+}
+
+/*
+ * The guest is about to use paging registers `next` (and has perhaps
+ * changed its tables): drop every mapped page whose translation is no
+ * longer what it was, with Unicorn's translations of it, as a TLB flush
+ * would (SDM Vol. 3A 4.10.4): a MOV to CR3 alone keeps pages a global
+ * entry maps (a kernel's, in every process), anything else looks at all.
+ * `only`: INVLPG of that one page; ~0: all.
+ */
+void mmu_resync(struct emu *emu, const struct walk_paging *next, uint64_t only)
+{
+	struct emu_mmu *m = &emu->mmu;
+	struct walk_paging cur = paging(emu);
+	bool cr3_only = cur.cr0 == next->cr0 && cur.cr4 == next->cr4 && cur.efer == next->efer &&
+			only == ~0ull;
+	bool pg = false;
+
+	m->resyncs++;
+	for (uint32_t k = 0; k < m->nr_used;) {
+		int32_t i = (int32_t) m->used[k];
+		struct pop *pp = &m->pop[i];
+		struct walk_result res;
+		uint64_t gpa;
+
+		if (only != ~0ull && pp->la != (only & ~(PAGE - 1))) {
+			k++;
+			continue;
+		}
+		if (cr3_only && pp->global) {
+			k++;
+			continue;
+		}
+		gpa = walk_translate(&emu->mem, next, pp->la, 0, &res) == 0 ? res.gpa & ~(PAGE - 1)
+									    : POP_NO_RAM;
+		if (gpa == pp->gpa && gpa != POP_NO_RAM) {
+			k++;
+			continue;
+		}
+		if (!pg) {
+			mmu_pg_off(emu);
+			pg = true;
+		}
+		tb_drop(emu, pp->la, PAGE);
+		pop_drop(emu, i); /* used[k] now holds another page: look at k again */
+	}
+	/* the caller's native CR write or INVLPG flushes the TLB entries this filled */
+	if (pg)
+		mmu_pg_on(emu, false);
+}
+
+/* Drop every mapped page (and the translations Unicorn made from them). */
+static void drop_all(struct emu *emu)
+{
+	struct emu_mmu *m = &emu->mmu;
+
+	mmu_pg_off(emu);
+	while (m->nr_used) {
+		int32_t i = (int32_t) m->used[m->nr_used - 1];
+
+		tb_drop(emu, m->pop[i].la, PAGE);
+		pop_drop(emu, i);
+	}
+	mmu_pg_on(emu, true);
+}
+
+/*
+ * Translated code came from guest page `gpa`: from now on it is mapped
+ * read-only in every window, so that a write through any mapping of it
+ * is seen (mmu_service drops the translations it made stale).
+ */
+void mmu_code_page(struct emu *emu, uint64_t gpa)
+{
+	struct emu_mmu *m = &emu->mmu;
+	uint64_t pfn = gpa / PAGE;
+
+	if (gpa >= m->ram_top || (m->code[pfn / 8] >> (pfn % 8) & 1))
+		return;
+	m->code[pfn / 8] |= (uint8_t) (1u << (pfn % 8));
+	for (int32_t i = m->gpa_head[pfn]; i >= 0; i = m->pop[i].next) {
+		struct pop *pp = &m->pop[i];
+		struct window *w = &m->win[pp->win];
+
+		if (!pp->ro && mprotect(w->host + (pp->la - w->la), PAGE, PROT_READ) == 0)
+			pp->ro = true;
+	}
+}
+
+/* Guest page `gpa` was written while it holds translated code: drop what was made of it. */
+static void code_written(struct emu *emu, uint64_t gpa)
+{
+	struct emu_mmu *m = &emu->mmu;
+
+	if (gpa >= m->ram_top)
+		return;
+	for (unsigned int i = 0; i < m->nr_ram; i++)
+		if (gpa >= m->ram[i].gpa && gpa < m->ram[i].gpa + m->ram[i].size)
+			tb_drop(emu, gpa, PAGE); /* its identity mapping */
+	for (int32_t i = m->gpa_head[gpa / PAGE]; i >= 0; i = m->pop[i].next) {
+		struct pop *pp = &m->pop[i];
+		struct window *w = &m->win[pp->win];
+
+		tb_drop(emu, pp->la, PAGE);
+		if (!pp->ro && mprotect(w->host + (pp->la - w->la), PAGE, PROT_READ) == 0)
+			pp->ro = true;
+	}
+}
+
+/* Between runs: what the SIGSEGV handler left to do, and windows to settle. */
+void mmu_service(struct emu *emu)
+{
+	struct emu_mmu *m = &emu->mmu;
+
+	settle(emu);
+	if (m->smc_n || m->smc_overflow) {
+		mmu_pg_off(emu);
+		if (m->smc_overflow) {
+			m->smc_overflow = 0;
+			for (uint64_t pfn = 0; pfn < m->ram_top / PAGE; pfn++)
+				if (m->code[pfn / 8] >> (pfn % 8) & 1)
+					code_written(emu, pfn * PAGE);
+		}
+		for (int i = 0; i < m->smc_n; i++)
+			code_written(emu, m->smc_gpa[i]);
+		m->smc_n = 0;
+		emu->st.smc_events++;
+		mmu_pg_on(emu, true);
+	}
+	if (m->pop_full) {
+		drop_all(emu);
+		m->pop_full = 0;
+		emu->st.window_flushes++;
+	}
+	if (emu->flush_tlb)
+		mmu_tlb_flush(emu);
+}
+
+/*
+ * Unicorn reads linear addresses inside an identity region as that
+ * guest-physical address. A guest whose tables map such a linear page
+ * elsewhere cannot run here: say so instead of running it wrongly.
+ * Checked at every paging change by scanning the tables over RAM's
+ * physical range, skipping whole subtrees that are not present.
+ */
+struct scan {
+	const struct emu *emu;
+	unsigned int esize; /* bytes per entry: 8, or 4 for 32-bit paging */
+	uint64_t lo, hi;    /* the identity range looked at */
+	uint64_t bad_la, bad_gpa;
+};
+
+static uint64_t read_entry(const struct scan *sc, uint64_t table, unsigned int idx)
+{
+	const void *ptr =
+		guest_mem_ptr(&sc->emu->mem, table + (uint64_t) idx * sc->esize, sc->esize);
+	uint64_t e = 0;
+
+	if (ptr)
+		memcpy(&e, ptr, sc->esize);
+	return e;
+}
+
+/* Level `shift` covers 1 << shift bytes per entry of `table`, starting at linear `base`. */
+static bool scan_level(struct scan *sc, uint64_t table, uint64_t base, unsigned int shift,
+		       unsigned int nr, bool large_ok)
+{
+	uint64_t span = 1ull << shift;
+	uint64_t addr_mask = sc->esize == 8 ? 0x000ffffffffff000ull : 0xfffff000ull;
+
+	for (unsigned int i = 0; i < nr; i++) {
+		uint64_t la = base + i * span, e;
+
+		if (la + span <= sc->lo || la >= sc->hi)
+			continue;
+		e = read_entry(sc, table, i);
+		if (!(e & 1))
+			continue;
+		if (shift == 12 || (large_ok && (e & 0x80))) {
+			uint64_t gpa = e & addr_mask & ~(span - 1);
+
+			if (shift == 22 && sc->esize == 4)
+				gpa = (e & 0xffc00000ull) | ((e >> 13 & 0xff) << 32); /* PSE-36 */
+			if (gpa != la) {
+				sc->bad_la = la;
+				sc->bad_gpa = gpa;
+				return false;
+			}
+			continue;
+		}
+		if (!scan_level(sc, e & addr_mask, la, shift - (sc->esize == 8 ? 9 : 10),
+				sc->esize == 8 ? 512 : 1024, true))
+			return false;
+	}
+	return true;
+}
+
+int mmu_check_identity(struct emu *emu, const struct walk_paging *p, uint64_t *ret_la,
+		       uint64_t *ret_gpa)
+{
+	const struct emu_mmu *m = &emu->mmu;
+
+	if (!(p->cr0 & CR0_PG))
+		return 0;
+	for (unsigned int i = 0; i < m->nr_ram; i++) {
+		struct scan sc = { .emu = emu,
+				   .lo = m->ram[i].gpa,
+				   .hi = m->ram[i].gpa + m->ram[i].size };
+		uint64_t cr3 = p->cr3;
+		bool ok;
+
+		if ((p->efer & EFER_LMA) && (p->cr4 & CR4_LA57)) {
+			sc.esize = 8;
+			ok = scan_level(&sc, cr3 & 0x000ffffffffff000ull, 0, 48, 512, false);
+		} else if (p->efer & EFER_LMA) {
+			sc.esize = 8;
+			ok = scan_level(&sc, cr3 & 0x000ffffffffff000ull, 0, 39, 512, false);
+		} else if (p->cr4 & CR4_PAE) {
+			sc.esize = 8;
+			ok = scan_level(&sc, cr3 & 0xffffffe0ull, 0, 30, 4, false);
+		} else {
+			sc.esize = 4;
+			ok = scan_level(&sc, cr3 & 0xfffff000ull, 0, 22, 1024, (p->cr4 >> 4) & 1);
+		}
+		if (!ok) {
+			*ret_la = sc.bad_la;
+			*ret_gpa = sc.bad_gpa;
+			return -EINVAL;
+		}
+	}
+	return 0;
 }

@@ -2,17 +2,22 @@
 /*
  * Internals of the emulator vCPU, shared by emu*.c. Private.
  *
- * Address spaces: Unicorn 2.0.1 ignores guest paging (its "physical" space
- * is what the guest uses as linear addresses), so the VMM keeps the
- * guest's CR0/CR3/CR4/EFER itself (the shadow below), translates with
- * vpmu's page walker and maps aliases of guest RAM at the linear pages the
- * guest touches (emu-mmu.c). Unicorn itself always runs in IA-32e mode;
- * a guest in 32-bit protected mode runs in compatibility mode, which
- * executes the same way for the code such kernels contain.
+ * Address spaces (emu-mmu.c): Unicorn 2.0.1 walks the guest's page tables
+ * itself when its CR0.PG is set (permissions, Accessed/Dirty, #PF with
+ * CR2 at the exact instruction), but then maps the linear address onto
+ * the same number in its own address space ("identity"). So Unicorn's
+ * address space holds guest RAM at its guest-physical addresses (where
+ * its walker reads the tables, and where identity-mapped code runs), and
+ * every other linear range the guest touches is a "window": a large
+ * Unicorn region over host memory in which each 4 KiB page is the guest
+ * page its tables map there, mapped from the RAM file on first touch
+ * (a host SIGSEGV) and dropped when the guest's paging changes. Unicorn
+ * regions therefore stay few, whatever the number of address spaces and
+ * pages; Unicorn's TLB and translations stay valid across CR3 switches.
  *
  * Counting: per translated block in the common case (a block hook feeds
  * the previous block once it is known to have retired), one instruction at
- * a time near a counter overflow (a global code hook: "step mode").
+ * a time near a counter overflow (a code hook over the block: "step mode").
  */
 #ifndef VMM_EMU_PRIV_H
 #define VMM_EMU_PRIV_H
@@ -91,28 +96,70 @@ struct blk {
 };
 
 #define BLK_CACHE	  4096
-#define MAX_SPECIAL_HOOKS 1024
+#define MAX_SPECIAL_HOOKS 4096
 #define MAX_STEP_HOOKS	  256
-#define MAX_ALIASES	  3000
 
-struct alias {
-	uint64_t la, size;
-	bool mmio;
-	bool settle; /* RAM mapped from a hook: map it again from outside (mmu_settle) */
-	uint32_t prot;
-	uint8_t *hva;
+/* emu-mmu.c: windows and the pages mapped in them */
+#define WIN_SIZE    (1ull << 30) /* a window covers at most this much linear space, aligned */
+#define MAX_WINDOWS 512
+#define POP_CAP	    (1u << 19) /* pages mapped in windows at once (a soft limit below) */
+#define SMC_CAP	    256
+
+struct window {
+	uint64_t la, size; /* Unicorn range */
+	uint8_t *host;	   /* host reserve, PROT_NONE where nothing is mapped */
+	uint32_t *pop;	   /* per 4 KiB page: index + 1 into mmu.pop, 0: not mapped */
+	bool settle;	   /* mapped from inside a run: map it again from outside */
 };
+
+/* A window page mapped onto guest memory. */
+struct pop {
+	uint64_t la;	/* linear page */
+	uint64_t gpa;	/* guest-physical page; POP_NO_RAM: a page of all ones */
+	int32_t next;	/* next page of the same gpa (SMC bookkeeping), -1: none */
+	uint32_t dense; /* index into mmu.used */
+	uint16_t win;
+	bool ro;     /* mapped read-only: its gpa holds translated code */
+	bool global; /* mapped by a global entry: survives MOV to CR3 as a TLB entry does */
+};
+#define POP_NO_RAM UINT64_MAX
+
+struct emu_mmu {
+	int memfd;
+	uint64_t ram_top; /* bytes of the RAM file: guest-physical [0, ram_top) */
+	struct guest_region ram[4];
+	unsigned int nr_ram;
+	struct window win[MAX_WINDOWS];
+	unsigned int nr_win;
+	struct pop *pop; /* POP_CAP entries */
+	uint32_t *used;	 /* dense list of pop indices in use */
+	uint32_t nr_used;
+	int32_t free_head; /* free list through pop[].next */
+	int32_t *gpa_head; /* per RAM page: first pop of that gpa, -1 */
+	uint8_t *code;	   /* per RAM page, 1 bit: translated code came from it */
+	uint8_t *scratch;  /* VMM code and tables (boot stub, ring-change trampoline) */
+	/* written from the SIGSEGV handler, read by the run loop */
+	volatile sig_atomic_t smc_n, smc_overflow, pop_full, bad;
+	uint64_t smc_gpa[SMC_CAP];
+	uint64_t bad_la, bad_gpa;
+	uint64_t faults; /* pages mapped on first touch */
+	uint64_t resyncs, unmapped, tb_pages;
+	bool pg_saved; /* mmu_pg_off() in effect */
+	uint64_t cr0_saved;
+};
+
+/* VMM scratch memory: a Unicorn region at a non-canonical address, never a guest's */
+#define SCRATCH_BASE 0x0000800000000000ull
+#define SCRATCH_SIZE 0x10000ull
 
 struct emu {
 	struct emu_config cfg;
 	uc_engine *uc;
 	csh csh64, csh32;
-	uint8_t *ram;
-	uint64_t ram_size;
-	struct guest_region region;
+	uint8_t *ram;	   /* guest-physical 0 */
+	uint64_t ram_size; /* bytes of RAM the guest was given */
 	struct guest_mem mem;
-	struct guest_region map_regions[2]; /* RAM and the APIC page, for mmu_map */
-	struct guest_mem mem_map;
+	struct emu_mmu mmu;
 	struct vpmu_vcpu *pmu;
 	struct lapic apic;
 	struct platform plat;
@@ -131,8 +178,9 @@ struct emu {
 	volatile sig_atomic_t kicked; /* a host-counter signal (emu_kick): stop and poll */
 	bool host_poll;		      /* no signals: look for host overflows between blocks */
 	unsigned int poll_tick;	      /* blocks since the last look */
-	bool paging_dirty;	      /* drop every alias and translation */
-	int pending_vector;	      /* exception to deliver, or -1 */
+	bool flush_tlb;		      /* Unicorn's TLB holds entries a paging change made stale */
+	volatile sig_atomic_t async_stop; /* stop at the next block (signal handler, emu-mmu.c) */
+	int pending_vector;		  /* exception to deliver, or -1 */
 	bool pending_has_err;
 	uint32_t pending_err;
 	uint64_t pending_rip; /* the frame's RIP for it */
@@ -155,6 +203,11 @@ struct emu {
 	unsigned int nr_special;
 	uint64_t remove_cache_addr, remove_cache_end;
 	bool remove_cache;
+	bool evict_hooks;     /* a hook table is full: drop old hooks before the next run */
+	bool syscall_pending; /* a SYSCALL retired: enter the kernel before the next run */
+	uint64_t syscall_next;
+	uint64_t progress_rip; /* runs that retired nothing here, in a row */
+	unsigned int no_progress;
 
 	/* fast-mode counting: `cur` has retired up to insns[fed] */
 	struct blk *cur;
@@ -174,11 +227,9 @@ struct emu {
 	bool acc_valid;
 	uint64_t budget; /* instructions that can be batched; 0: ask the vPMU */
 
-	/* a guest page fault seen by a memory hook: delivered once Unicorn has stopped */
-	bool pf_pending;
-	uint64_t pf_addr;
-	uint32_t pf_err; /* #PF error code (SDM Vol. 3A 4.7) */
-	bool pf_fetch;
+	/* where Unicorn keeps the error code of the exception it raised, in a uc_context */
+	int err_offset; /* -1: not found, the VMM works it out itself */
+	uc_context *ctx;
 
 	uint64_t until;	       /* stop address armed for the next run, 0: none */
 	bool until_arming;     /* the stop that armed it: keep it for the rerun */
@@ -199,10 +250,11 @@ struct emu {
 
 	struct vpmu_cpuid_entry cpuid[64];
 	size_t nr_cpuid;
+	volatile sig_atomic_t interrupted; /* emu_interrupt: emu_run returns -EINTR */
+	struct emu_port unknown_ports[64];
+	unsigned int nr_unknown_ports;
 
 	struct blk blocks[BLK_CACHE];
-	struct alias aliases[MAX_ALIASES + 16];
-	unsigned int nr_aliases;
 };
 
 /* emu-insn.c */
@@ -214,23 +266,39 @@ int blk_decode(struct emu *emu, uint64_t addr, uint32_t size, bool cs64, struct 
 void blk_free(struct blk *b);
 
 /* emu-mmu.c */
+int mmu_init(struct emu *emu, const struct guest_region *ram, unsigned int nr, char *err,
+	     size_t errlen);
+int mmu_attach(struct emu *emu, char *err, size_t errlen);
+void mmu_free(struct emu *emu);
 int mmu_read(struct emu *emu, uint64_t la, void *dst, size_t len);
 int mmu_write(struct emu *emu, uint64_t la, const void *src, size_t len);
-bool mmu_map(struct emu *emu, uint64_t la, bool write, bool fetch);
-void mmu_flush(struct emu *emu);
-void mmu_settle(struct emu *emu);
-bool mmu_ensure(struct emu *emu, uint64_t la);
 bool mmu_hook_unmapped(uc_engine *uc, uc_mem_type type, uint64_t addr, int size, int64_t value,
 		       void *data);
-bool mmu_hook_prot(uc_engine *uc, uc_mem_type type, uint64_t addr, int size, int64_t value,
-		   void *data);
+void mmu_pg_off(struct emu *emu);
+void mmu_pg_on(struct emu *emu, bool flush);
+void mmu_tlb_flush(struct emu *emu);
+void mmu_tb_invalidate(struct emu *emu, uint64_t la, uint64_t len);
+void mmu_resync(struct emu *emu, const struct walk_paging *next, uint64_t only);
+void mmu_code_page(struct emu *emu, uint64_t gpa);
+void mmu_service(struct emu *emu);
+int mmu_check_identity(struct emu *emu, const struct walk_paging *p, uint64_t *ret_la,
+		       uint64_t *ret_gpa);
+
+/* emu-count.c */
+void count_hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data);
+void count_retire_to(struct emu *emu, uint64_t rip, bool trap);
+uint64_t count_data_address(struct emu *emu, const struct insn *in);
+void count_retire_through(struct emu *emu, uint64_t rip, uint64_t to);
 
 /* emu-intr.c */
 int intr_deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip);
+int intr_enter_ring0(struct emu *emu, uint16_t sel);
+int intr_syscall(struct emu *emu, uint64_t next);
 void emu_refresh_mode(struct emu *emu);
 
 /* emu-cpu.c: instructions the VMM emulates */
-bool cpu_exec_special(struct emu *emu, const struct insn *in);
+enum { SPECIAL_FAULT, SPECIAL_DONE, SPECIAL_NATIVE };
+int cpu_exec_special(struct emu *emu, const struct insn *in);
 int cpu_cpuid_init(struct emu *emu);
 int cpu_msr_read(struct emu *emu, uint32_t msr, uint64_t *ret);
 int cpu_msr_write(struct emu *emu, uint32_t msr, uint64_t value);

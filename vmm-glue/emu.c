@@ -1,26 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The emulator vCPU: setup, the run loop, and exact counting.
+ * The emulator vCPU: setup, boot state, events and the run loop. Guest
+ * memory is emu-mmu.c's, counting emu-count.c's, the instructions the VMM
+ * executes itself emu-cpu.c's, event delivery emu-intr.c's.
  *
- * Modelled time: every instruction takes EMU_CYCLES_PER_INSN (1) core
- * cycle, a taken branch EMU_CYCLES_TAKEN (1) more; the core clock runs at
- * the TSC rate, so reference cycles equal core cycles and the guest's TSC
- * advances by exactly the cycles retired (RDTSC, IA32_TSC, fixed counter
- * 2 and CPUID 15H agree). HLT stops the clock: there is no timer.
+ * Unicorn runs the guest with the guest's own control registers and
+ * EFER; exceptions it raises (#PF from its page walk with CR2 set, #GP,
+ * #UD...) come to hook_intr at the faulting instruction, and the VMM
+ * delivers them through the guest's IDT. HLT stops the modelled clock:
+ * there is no timer.
  *
- * Counting: a block hook feeds each translated block to the vPMU once the
- * next block starts (so the last branch's direction is known). Before a
- * block whose instructions could overflow a counter, the VMM asks the
- * vPMU which instruction the overflow lands on (vpmu_exact_would_overflow
- * over the block's prefixes) and runs the block again from its start with
- * Unicorn's `until` right after that instruction, so the guest stops
- * there and its PMI arrives there (the PEBS record gets that IP and the
- * register state after it) -- no code hook, so no block stays slow. An
- * overflow on a block's last instruction needs nothing: the next block's
- * hook is right after it. Blocks with special instructions, interrupt
- * windows and REP iterations use step mode: a code hook on every
- * instruction of the block. Special instructions (emu-cpu.c) get code
- * hooks at their own addresses only.
+ * The run loop never waits silently: a run that retires nothing several
+ * times in a row at the same place is reported and ends the run
+ * (emu_run returns -EFAULT with one line naming RIP, CPL and mode);
+ * --max-insns is checked at every block; a signal handler may stop the run
+ * at any time (emu_interrupt: emu_run returns -EINTR).
  */
 #include <errno.h>
 #include <signal.h>
@@ -31,10 +25,16 @@
 
 #include "emu-priv.h"
 
-#define RFLAGS_IF	   (1ull << 9)
-#define STEP_EXIT_HEADROOM 4096	  /* leave step mode with this many events left */
-#define PMI_STORM_MIN	   8	  /* instructions between PMIs below this... */
-#define PMI_STORM_COUNT	   100000 /* ...this many times in a row: a storm */
+#define RFLAGS_IF	(1ull << 9)
+#define PMI_STORM_MIN	8      /* instructions between PMIs below this... */
+#define PMI_STORM_COUNT 100000 /* ...this many times in a row: a storm */
+#define NO_PROGRESS_MAX 64     /* runs in a row that retire nothing at one RIP: a hang */
+#define EFER_SCE	(1ull << 0)
+#define EFER_LME	(1ull << 8)
+#define EFER_LMA	(1ull << 10)
+#define EFER_NXE	(1ull << 11)
+#define MSR_EFER	0xc0000080
+#define MSR_LSTAR	0xc0000082
 
 void emu_config_init(struct emu_config *cfg)
 {
@@ -45,6 +45,7 @@ void emu_config_init(struct emu_config *cfg)
 	cfg->serial_out = stdout;
 	cfg->pmu_backend = VPMU_BACKEND_EXACT;
 	cfg->pmu_signo = SIGRTMIN + 4;
+	cfg->layout = EMU_LAYOUT_FLAT;
 }
 
 void emu_fatal(struct emu *emu, const char *fmt, ...)
@@ -96,556 +97,216 @@ void emu_raise(struct emu *emu, unsigned int vector, bool has_err, uint32_t err,
 	emu_stop(emu, rip);
 }
 
-static void acc_add(struct vpmu_exact_counts *a, const struct vpmu_exact_counts *c)
+/* ---- exceptions Unicorn raises ------------------------------------------ */
+
+/*
+ * Unicorn 2.0.1 hands an exception to the UC_HOOK_INTR callback with its
+ * vector only; the error code it computed (a #PF's P/W/U/RSVD/I bits, a
+ * #GP's selector), whether an INT instruction raised it, and the
+ * "exception in flight" it keeps for double-fault detection stay in its
+ * CPU state, which uc_context_save copies out whole. Where in that copy
+ * is found once per process by raising known exceptions in a scratch
+ * Unicorn, each in a fresh one: page faults with error codes 2 (a write
+ * to a not-present page), 3 (a write to a read-only page) and 9 (a read
+ * through a reserved bit), SDM Vol. 3A 4.7, and an INT3. The one offset
+ * that holds 2, 3 and 9 is the error code; the int after it must read 0
+ * for the faults and 1 for INT3; and the exception in flight, 112 bytes
+ * on (the CPU state's layout), 14 after each fault and -1 after INT3.
+ * Unicorn never delivers through the guest's IDT, so it never clears
+ * that last one: the VMM does after each exception, or the next #PF or
+ * #GP would come as a double fault. Checked by test-emu-unicorn; not
+ * found (another Unicorn), the VMM derives what it can.
+ */
+#define OLD_EXCEPTION_OFF 112
+
+static int calib_offset = -2;
+
+static void calib_intr(uc_engine *uc, uint32_t intno, void *data)
 {
-	a->instructions += c->instructions;
-	a->cycles += c->cycles;
-	a->ref_cycles += c->ref_cycles;
-	a->branches += c->branches;
-	a->cond_branches += c->cond_branches;
-	a->cond_taken += c->cond_taken;
-	a->near_calls += c->near_calls;
-	a->near_returns += c->near_returns;
-	a->near_taken += c->near_taken;
-	a->far_branches += c->far_branches;
-	a->branch_misses += c->branch_misses;
-	a->loads += c->loads;
-	a->stores += c->stores;
-	a->mem_insts += c->mem_insts;
-	a->cpl = c->cpl;
-	a->last_ip = c->last_ip;
-	a->last_dla = c->last_dla;
+	uc_emu_stop(uc);
 }
 
-/* Instructions the emulator may batch: fewer than any counter's overflow needs. */
-static uint64_t feed_budget(struct emu *emu)
+/* One exception in a fresh Unicorn: its CPU state after it, in *ret (malloc'd). */
+static int calib_run(uint64_t rip, uint8_t **ret, size_t *ret_size)
 {
-	uint64_t h = vpmu_exact_headroom(emu->pmu);
+	static uint8_t mem[0x10000] __attribute__((aligned(4096)));
+	static const uint8_t code[] = {
+		0x88, 0x04, 0x25, 0x00, 0x60, 0x00, 0x00, /* 0x5000: mov %al, 0x6000 */
+		0x88, 0x04, 0x25, 0x00, 0x70, 0x00, 0x00, /* 0x5007: mov %al, 0x7000 */
+		0x8a, 0x04, 0x25, 0x00, 0x80, 0x00, 0x00, /* 0x500e: mov 0x8000, %al */
+		0xcc,					  /* 0x5015: int3 */
+	};
+	uc_x86_msr efer = { MSR_EFER, EFER_LME | EFER_LMA | EFER_NXE };
+	uint64_t cr3 = 0x1000, cr4 = 0x20, cr0 = 0x80010031, rsp = 0x9ff0, v;
+	uint64_t *pt = (uint64_t *) (mem + 0x4000);
+	uc_context *ctx = NULL;
+	uc_engine *uc;
+	uc_hook h;
+	int r = -1;
 
-	if (h == UINT64_MAX)
-		return UINT64_MAX;
-	return h ? (h - 1) / EMU_CYCLES_MAX : 0;
-}
-
-/* Hand the batched counts to the vPMU: before anything reads or changes its state. */
-void emu_feed_flush(struct emu *emu)
-{
-	if (emu->acc_valid) {
-		emu->acc_valid = false;
-		vpmu_exact_feed(emu->pmu, &emu->acc);
-		memset(&emu->acc, 0, sizeof(emu->acc));
+	memset(mem, 0, sizeof(mem));
+	v = 0x2003;
+	memcpy(mem + 0x1000, &v, 8); /* PML4[0] -> PDPT */
+	v = 0x3003;
+	memcpy(mem + 0x2000, &v, 8); /* PDPT[0] -> PD */
+	v = 0x4003;
+	memcpy(mem + 0x3000, &v, 8); /* PD[0] -> PT */
+	pt[5] = 0x5003;		     /* code */
+	pt[9] = 0x9003;		     /* the stack */
+	pt[7] = 0x7001;		     /* read-only */
+	pt[8] = 0x8001 | 1ull << 51; /* a reserved bit */
+	memcpy(mem + 0x5000, code, sizeof(code));
+	if (uc_open(UC_ARCH_X86, UC_MODE_64, &uc) != UC_ERR_OK)
+		return -1;
+	if (uc_mem_map_ptr(uc, 0, sizeof(mem), UC_PROT_ALL, mem) == UC_ERR_OK &&
+	    uc_hook_add(uc, &h, UC_HOOK_INTR, (void *) calib_intr, NULL, 1, 0) == UC_ERR_OK &&
+	    uc_reg_write(uc, UC_X86_REG_MSR, &efer) == UC_ERR_OK &&
+	    uc_reg_write(uc, UC_X86_REG_CR3, &cr3) == UC_ERR_OK &&
+	    uc_reg_write(uc, UC_X86_REG_CR4, &cr4) == UC_ERR_OK &&
+	    uc_reg_write(uc, UC_X86_REG_CR0, &cr0) == UC_ERR_OK &&
+	    uc_reg_write(uc, UC_X86_REG_RSP, &rsp) == UC_ERR_OK &&
+	    uc_emu_start(uc, rip, 0, 0, 1) == UC_ERR_OK &&
+	    uc_context_alloc(uc, &ctx) == UC_ERR_OK && uc_context_save(uc, ctx) == UC_ERR_OK) {
+		*ret_size = uc_context_size(uc);
+		*ret = malloc(*ret_size);
+		if (*ret) {
+			memcpy(*ret, ctx, *ret_size);
+			r = 0;
+		}
 	}
-	emu->budget = 0; /* the guest may change counters next: ask again */
+	if (ctx)
+		uc_free(ctx);
+	uc_close(uc);
+	return r;
+}
+
+static int int_at(const uint8_t *p, size_t off)
+{
+	int v;
+
+	memcpy(&v, p + off, 4);
+	return v;
+}
+
+int emu_error_code_offset(void)
+{
+	static const uint64_t rips[4] = { 0x5000, 0x5007, 0x500e, 0x5015 };
+	static const int want[3] = { 2, 3, 9 };
+	uint8_t *st[4] = { NULL };
+	size_t size = 0, sz;
+	int found = -1;
+	bool ok = true;
+
+	if (calib_offset != -2)
+		return calib_offset;
+	for (int i = 0; i < 4 && ok; i++) {
+		ok = calib_run(rips[i], &st[i], &sz) == 0 && (i == 0 || sz == size);
+		size = sz;
+	}
+	for (size_t off = 0; ok && off + OLD_EXCEPTION_OFF + 4 <= size; off += 4) {
+		bool match = true;
+
+		for (int i = 0; i < 3 && match; i++)
+			match = int_at(st[i], off) == want[i] && int_at(st[i], off + 4) == 0 &&
+				int_at(st[i], off + OLD_EXCEPTION_OFF) == 14;
+		match = match && int_at(st[3], off + 4) == 1 &&
+			int_at(st[3], off + OLD_EXCEPTION_OFF) == -1;
+		if (!match)
+			continue;
+		if (found >= 0) {
+			found = -1; /* not one place: trust none */
+			break;
+		}
+		found = (int) off;
+	}
+	for (int i = 0; i < 4; i++)
+		free(st[i]);
+	return calib_offset = found;
 }
 
 /*
- * Count retired instructions. While they cannot overflow any counter they
- * are only added up (one addition per block, the common case); the feed
- * that may overflow one goes to the vPMU at once, with everything before it.
+ * The error code and INT-n flag of the exception Unicorn just raised;
+ * and no exception is in flight any more (the VMM delivers it).
  */
-void emu_feed(struct emu *emu, struct vpmu_exact_counts *c)
+static void exception_info(struct emu *emu, uint32_t *ret_err, bool *ret_is_int)
 {
-	c->cpl = emu->cpl;
-	c->ref_cycles = c->cycles;
-	emu->st.instructions += c->instructions;
-	emu->st.cycles += c->cycles;
-	emu->lbr_cycles += c->cycles;
-	if (!emu->pmu)
-		return;
-	if (emu->acc_valid && emu->acc.cpl != c->cpl)
-		emu_feed_flush(emu);
-	if (!emu->budget && !emu->acc_valid)
-		emu->budget = feed_budget(emu);
-	if (c->instructions < emu->budget) {
-		acc_add(&emu->acc, c);
-		emu->acc_valid = true;
-		emu->budget -= c->instructions;
-		return;
+	uint8_t *st = (uint8_t *) emu->ctx;
+	int e = 0, in = 0, none = -1;
+
+	if (emu->err_offset >= 0 && emu->ctx && uc_context_save(emu->uc, emu->ctx) == UC_ERR_OK) {
+		e = int_at(st, (size_t) emu->err_offset);
+		in = int_at(st, (size_t) emu->err_offset + 4);
+		if (int_at(st, (size_t) emu->err_offset + OLD_EXCEPTION_OFF) != -1) {
+			memcpy(st + emu->err_offset + OLD_EXCEPTION_OFF, &none, 4);
+			uc_context_restore(emu->uc, emu->ctx);
+		}
 	}
-	emu_feed_flush(emu);
-	vpmu_exact_feed(emu->pmu, c);
+	*ret_err = (uint32_t) e;
+	*ret_is_int = in != 0;
 }
 
-static enum vpmu_branch_kind branch_kind(const struct insn *in)
+static bool canonical(uint64_t v)
 {
-	if (in->flags & IC_FAR)
-		return VPMU_BR_FAR;
-	if (in->flags & IC_COND)
-		return VPMU_BR_COND;
-	if (in->flags & IC_CALL)
-		return in->flags & IC_IND ? VPMU_BR_CALL_IND : VPMU_BR_CALL;
-	if (in->flags & IC_RET)
-		return VPMU_BR_RET;
-	return in->flags & IC_IND ? VPMU_BR_JMP_IND : VPMU_BR_JMP;
+	return (uint64_t) ((int64_t) (v << 16) >> 16) == v;
 }
 
-/* A retired branch from `in` to `to`: taken-only extras and the LBR. */
-static void branch_retired(struct emu *emu, const struct insn *in, uint64_t to,
-			   struct vpmu_exact_counts *c, bool *ret_lbr)
+/*
+ * Unicorn's page walk raises #GP for every non-canonical address; an
+ * access through the stack (RSP or RBP based, PUSH/POP, CALL/RET) takes
+ * #SS(0) instead (SDM Vol. 3A 6.15, interrupt 12).
+ */
+static bool stack_fault(struct emu *emu, uint64_t rip)
 {
-	bool taken = (in->flags & IC_UNCOND) || to != in->addr + in->len;
-
-	*ret_lbr = false;
-	if (!(in->flags & IC_BRANCH) || !taken)
-		return;
-	/*
-	 * A far branch that went on at the next instruction is a software
-	 * interrupt that Unicorn hands to the VMM: its one LBR record, INT ->
-	 * handler, is intr_deliver()'s to write.
-	 */
-	if ((in->flags & IC_FAR) && to == in->addr + in->len) {
-		emu->lbr_int_from = in->addr;
-		emu->lbr_int_ret = to;
-		return;
-	}
-	if ((in->flags & IC_COND)) {
-		c->cond_taken++;
-		c->near_taken++;
-		c->cycles += EMU_CYCLES_TAKEN;
-	}
-	*ret_lbr = emu->pmu && vpmu_lbr_active(emu->pmu);
-}
-
-/* Feed insns [from, to) of `b`; `next` is where execution went after insns[to - 1]. */
-static void feed_range(struct emu *emu, const struct blk *b, unsigned int from, unsigned int to,
-		       uint64_t next)
-{
-	struct vpmu_exact_counts c;
-	const struct insn *last;
-	bool lbr = false;
-
-	if (from >= to)
-		return;
-	if (from == 0 && to == b->n) {
-		c = b->sum;
-	} else {
-		memset(&c, 0, sizeof(c));
-		for (unsigned int i = from; i < to; i++)
-			insn_count(&b->insns[i], false, &c);
-	}
-	last = &b->insns[to - 1];
-	if (to == b->n)
-		branch_retired(emu, last, next, &c, &lbr);
-	c.last_ip = last->addr;
-	c.last_dla = last->addr == emu->until_dla_ip ? emu->until_dla : 0;
-	emu->st.blocks++;
-	if (lbr) {
-		/*
-		 * the branch retires last: its LBR entry carries the block's
-		 * cycles, and is written before its count can request a PMI
-		 * whose freeze (or PEBS LBR group) must include it
-		 */
-		uint64_t cyc = emu->lbr_cycles + c.cycles;
-
-		vpmu_lbr_branch(emu->pmu, last->addr, next, branch_kind(last), emu->cpl, cyc);
-		emu_feed(emu, &c);
-		emu->lbr_cycles = 0;
-		return;
-	}
-	emu_feed(emu, &c);
-}
-
-/* The current block is done: execution continues at `next`. */
-static void retire_cur(struct emu *emu, uint64_t next)
-{
-	const struct blk *b = emu->cur;
-	const struct insn *last = &b->insns[b->n - 1];
-
-	if (emu->fed) {
-		/* resumed inside the block after an emulated instruction */
-		for (unsigned int k = emu->fed; k < b->n; k++)
-			if (b->insns[k].addr == next && k == emu->fed)
-				return;
-	}
-	/* a REP string instruction loops on itself: it retires once, when it ends */
-	if ((last->flags & IC_REP) && next == last->addr) {
-		feed_range(emu, b, emu->fed, b->n - 1u, next);
-		return;
-	}
-	feed_range(emu, b, emu->fed, b->n, next);
-	if (last->flags & IC_FAR)
-		emu_refresh_mode(emu);
-}
-
-static void step_feed_prev(struct emu *emu, uint64_t next)
-{
-	struct vpmu_exact_counts c;
-	bool lbr;
-
-	memset(&c, 0, sizeof(c));
-	insn_count(&emu->prev, false, &c);
-	branch_retired(emu, &emu->prev, next, &c, &lbr);
-	c.last_ip = emu->prev.addr;
-	c.last_dla = emu->prev_dla;
-	emu->prev_valid = false;
-	emu->st.stepped++;
-	/* the branch's record first, as in feed_range() */
-	if (lbr)
-		vpmu_lbr_branch(emu->pmu, emu->prev.addr, next, branch_kind(&emu->prev), emu->cpl,
-				emu->lbr_cycles + c.cycles);
-	emu_feed(emu, &c);
-	if (lbr)
-		emu->lbr_cycles = 0;
-	if (emu->prev.flags & IC_FAR)
-		emu_refresh_mode(emu);
-}
-
-static uint64_t reg_value(struct emu *emu, unsigned int csreg, uint64_t next)
-{
-	int r;
-
-	if (csreg == X86_REG_INVALID)
-		return 0;
-	if (csreg == X86_REG_RIP || csreg == X86_REG_EIP)
-		return next;
-	r = insn_uc_reg(csreg);
-	if (r < 0)
-		return 0;
-	return insn_is_gpr32(csreg) ? emu_reg(emu, r) & 0xffffffffull : emu_reg(emu, r);
-}
-
-/* The linear address the instruction about to run will access (before it runs). */
-static uint64_t data_address(struct emu *emu, const struct insn *in)
-{
-	uint64_t a = 0, mask = emu->cs64 ? ~0ull : 0xffffffffull;
-
-	switch (in->dla) {
-	case DLA_MODRM:
-		a = reg_value(emu, in->base, in->addr + in->len) +
-		    reg_value(emu, in->index, 0) * in->scale + (uint64_t) in->disp;
-		if (in->seg == X86_REG_FS || in->seg == X86_REG_GS)
-			a += reg_value(emu, in->seg, 0);
-		break;
-	case DLA_PUSH:
-		a = emu_reg(emu, UC_X86_REG_RSP) - in->opsize;
-		break;
-	case DLA_POP:
-		a = emu_reg(emu, UC_X86_REG_RSP);
-		break;
-	case DLA_RSI:
-		a = emu_reg(emu, UC_X86_REG_RSI);
-		break;
-	case DLA_RDI:
-		a = emu_reg(emu, UC_X86_REG_RDI);
-		break;
-	default:
-		return 0;
-	}
-	return a & mask;
-}
-
-static bool anything_pending(struct emu *emu)
-{
-	return (emu->nmi_pending && !emu->nmi_blocked) || lapic_pending(&emu->apic) >= 0;
-}
-
-/* STI, POPF, IRET: an interrupt may become deliverable after them. */
-static bool window_special(struct emu *emu, const struct insn *in)
-{
-	if (in->special == SP_IRET && emu->nmi_blocked)
-		emu->nmi_blocked = false; /* NMIs are blocked until the next IRET */
-	if (in->special != SP_STI && in->special != SP_POPF && in->special != SP_IRET)
-		return false;
-	if (!anything_pending(emu))
-		return false;
-	/* STI: one more instruction runs in its interrupt shadow */
-	emu->window = in->special == SP_STI ? 2 : 1;
-	return true;
-}
-
-/* The instruction stepped before retired and execution went on at `next`. */
-static bool step_retired(struct emu *emu, uint64_t next)
-{
-	step_feed_prev(emu, next);
-	if (emu->window && --emu->window == 0) {
-		emu_stop(emu, next); /* the interrupt window is open now */
-		return true;
-	}
-	return false;
-}
-
-static void hook_step(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
-{
-	struct emu *emu = data;
 	struct insn in;
+	uint64_t a;
 
-	if (!emu->stepping)
-		return;
-	emu->hook_rip = addr;
-	if (emu->prev_valid) {
-		if ((emu->prev.flags & IC_REP) && addr == emu->prev.addr)
-			return; /* the next iteration of the same REP instruction */
-		if (step_retired(emu, addr))
-			return;
-	}
-	if (emu->fatal || emu->want_stop || emu->kicked) {
-		emu_stop(emu, addr);
-		return;
-	}
-	if (insn_decode(emu, addr, emu->cs64, &in) < 0) {
-		emu_fatal(emu, "cannot decode guest code at %#llx", (unsigned long long) addr);
-		return;
-	}
-	if (in.special && in.special != SP_STI && in.special != SP_POPF && in.special != SP_IRET) {
-		if (cpu_exec_special(emu, &in) && emu->window && --emu->window == 0 &&
-		    !emu->stopped)
-			emu_stop(emu, addr + in.len);
-		return;
-	}
-	window_special(emu, &in);
-	emu->prev = in;
-	emu->prev_valid = true;
-	emu->prev_dla = data_address(emu, &in);
-}
-
-static void hook_special(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
-{
-	struct emu *emu = data;
-	struct blk *b = emu->cur;
-	unsigned int k;
-
-	if (emu->stepping || !b)
-		return;
-	emu->hook_rip = addr;
-	if (emu->trace)
-		fprintf(stderr, "trace: special %#llx\n", (unsigned long long) addr);
-	for (k = emu->fed; k < b->n && b->insns[k].addr != addr; k++)
-		;
-	if (k == b->n || !b->insns[k].special)
-		return;
-	feed_range(emu, b, emu->fed, k, addr);
-	emu->fed = k;
-	if (window_special(emu, &b->insns[k])) {
-		emu_stop(emu, addr); /* run it and its shadow in step mode */
-		return;
-	}
-	if (cpu_exec_special(emu, &b->insns[k]))
-		emu->fed = k + 1;
-}
-
-static void install_special_hooks(struct emu *emu, struct blk *b)
-{
-	for (unsigned int i = 0; i < b->n; i++) {
-		uint64_t a = b->insns[i].addr;
-		bool have = false;
-
-		if (!b->insns[i].special)
-			continue;
-		for (unsigned int j = 0; j < emu->nr_special && !have; j++)
-			have = emu->special_addr[j] == a;
-		if (have)
-			continue;
-		if (emu->nr_special == MAX_SPECIAL_HOOKS) {
-			emu->paging_dirty = true; /* start over with no hooks */
-			return;
-		}
-		if (uc_hook_add(emu->uc, &emu->special_hooks[emu->nr_special], UC_HOOK_CODE,
-				(void *) hook_special, emu, a, a) != UC_ERR_OK) {
-			emu_fatal(emu, "cannot hook the instruction at %#llx",
-				  (unsigned long long) a);
-			return;
-		}
-		emu->special_addr[emu->nr_special++] = a;
-		if (emu->trace)
-			fprintf(stderr, "trace: hook special %#llx\n", (unsigned long long) a);
-	}
-	b->hooked = true;
-}
-
-static bool listed(const uint64_t *v, unsigned int n, uint64_t a)
-{
-	for (unsigned int i = 0; i < n; i++)
-		if (v[i] == a)
-			return true;
-	return false;
-}
-
-/*
- * Index of the instruction of `b` (not its last) whose retirement
- * overflows a counter, or -1: none does before the last one, where the
- * next block's hook is the precise stop anyway.
- */
-static int overflow_index(struct emu *emu, const struct blk *b)
-{
-	struct vpmu_exact_counts c;
-
-	memset(&c, 0, sizeof(c));
-	c.cpl = emu->cpl;
-	for (unsigned int i = 0; i + 1 < b->n; i++) {
-		insn_count(&b->insns[i], false, &c);
-		if (vpmu_exact_would_overflow(emu->pmu, &c))
-			return (int) i;
-	}
-	return -1;
-}
-
-/*
- * Near an overflow, for a block without special instructions: arm a stop
- * right after the overflowing instruction and rerun the block. False when
- * no stop is needed (or possible): count the block as usual.
- */
-static bool arm_until(struct emu *emu, const struct blk *b)
-{
-	const struct insn *last = &b->insns[b->n - 1];
-	int k;
-
-	/* an overflow on the last instruction is precise at the next block, but not its DLA */
-	if (last->dla != DLA_NONE || (last->flags & IC_REP))
+	if (!emu->cs64 || insn_decode(emu, rip, true, &in) < 0)
 		return false;
-	k = overflow_index(emu, b);
-	if (k < 0)
-		return true; /* handled: nothing to stop for */
-	if (b->insns[k].flags & IC_REP)
+	if (in.dla == DLA_PUSH || in.dla == DLA_POP) {
+		a = count_data_address(emu, &in);
+	} else if (in.dla == DLA_MODRM && (in.base == X86_REG_RSP || in.base == X86_REG_RBP ||
+					   in.base == X86_REG_ESP || in.base == X86_REG_EBP)) {
+		a = count_data_address(emu, &in);
+	} else {
 		return false;
-	emu->until = b->insns[k + 1].addr;
-	emu->until_next = 0;
-	if (b->insns[k].dla != DLA_NONE) {
-		/* first stop before it, for the address it will access */
-		emu->until_next = emu->until;
-		emu->until = b->insns[k].addr;
 	}
-	emu->until_arming = true;
-	emu->st.until_stops++;
-	emu_stop(emu, b->addr);
-	return true;
+	return !canonical(a);
 }
 
-/* Count block `b` one instruction at a time from now on: a code hook over it. */
-static void hook_block_for_steps(struct emu *emu, struct blk *b)
+static bool has_error_code(unsigned int vector)
 {
-	if (emu->nr_step == MAX_STEP_HOOKS) {
-		emu->paging_dirty = true; /* start over with no hooks */
-		return;
-	}
-	if (uc_hook_add(emu->uc, &emu->step_hooks[emu->nr_step], UC_HOOK_CODE, (void *) hook_step,
-			emu, b->addr, b->addr + b->size - 1) != UC_ERR_OK) {
-		emu_fatal(emu, "cannot hook the block at %#llx", (unsigned long long) b->addr);
-		return;
-	}
-	emu->step_addr[emu->nr_step++] = b->addr;
-	emu->st.step_entries++;
-}
-
-static void hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
-{
-	struct emu *emu = data;
-	struct blk *b;
-	bool step, near;
-
-	if (emu->trampoline >= 0)
-		return; /* not guest code: intr_deliver's CPL change */
-	if (emu->trace)
-		fprintf(stderr, "trace: block %#llx+%u\n", (unsigned long long) addr, size);
-	emu->hook_rip = addr;
-	if (emu->prev_valid && !((emu->prev.flags & IC_REP) && addr == emu->prev.addr) &&
-	    step_retired(emu, addr))
-		return;
-	if (emu->cur)
-		retire_cur(emu, addr);
-	emu->cur = NULL;
-	emu->stepping = false;
-	/* a host counter's overflow record, without a signal: stop here and poll */
-	if (emu->host_poll && ++emu->poll_tick >= EMU_POLL_BLOCKS) {
-		emu->poll_tick = 0;
-		if (vpmu_vcpu_pending(emu->pmu))
-			emu->kicked = 1;
-	}
-	if (emu->fatal || emu->want_stop || emu->kicked) {
-		emu_stop(emu, addr);
-		return;
-	}
-	b = &emu->blocks[(addr ^ addr >> 12) % BLK_CACHE];
-	if (!b->insns || b->addr != addr || b->size != size || b->cs64 != emu->cs64) {
-		if (blk_decode(emu, addr, size, emu->cs64, b) < 0) {
-			emu_fatal(emu, "cannot decode guest code at %#llx",
-				  (unsigned long long) addr);
-			return;
-		}
-	}
-	if (b->has_special && !b->hooked) {
-		/* retranslate the block with hooks on its special instructions */
-		install_special_hooks(emu, b);
-		emu->remove_cache = true;
-		emu->remove_cache_addr = addr;
-		emu->remove_cache_end = addr + size;
-		emu_stop(emu, addr);
-		return;
-	}
-	/* near an overflow: a precise stop after it, or one instruction at a time */
-	near = false;
-	if (!emu->until && emu->pmu && b->n >= emu->budget) {
-		emu_feed_flush(emu);
-		near = vpmu_exact_headroom(emu->pmu) <= (uint64_t) b->n * EMU_CYCLES_MAX;
-	}
-	if (near && !emu->window && !emu->prev_valid && !b->has_special) {
-		if (emu->stopped)
-			return; /* arm_until stopped before: rerun */
-		if (arm_until(emu, b)) {
-			if (!emu->stopped) {
-				emu->cur = b;
-				emu->fed = 0;
-			}
-			return;
-		}
-	}
-	step = emu->window || near || emu->prev_valid; /* a stepped REP instruction goes on */
-	if (step) {
-		if (!listed(emu->step_addr, emu->nr_step, addr)) {
-			hook_block_for_steps(emu, b);
-			emu->remove_cache = true;
-			emu->remove_cache_addr = addr;
-			emu->remove_cache_end = addr + size;
-			emu_stop(emu, addr);
-			return;
-		}
-		emu->stepping = true;
-		return;
-	}
-	emu->cur = b;
-	emu->fed = 0;
-}
-
-/* Where the current block stood when Unicorn stopped at `rip` on its own. */
-static void retire_to(struct emu *emu, uint64_t rip, bool trap)
-{
-	const struct blk *b = emu->cur;
-
-	if (emu->stepping) {
-		if (emu->prev_valid && (trap || rip != emu->prev.addr))
-			step_feed_prev(emu, rip);
-		emu->prev_valid = false;
-		return;
-	}
-	if (!b)
-		return;
-	for (unsigned int k = emu->fed; k < b->n; k++) {
-		if (b->insns[k].addr == rip) {
-			feed_range(emu, b, emu->fed, k, rip);
-			emu->cur = NULL;
-			return;
-		}
-	}
-	feed_range(emu, b, emu->fed, b->n, rip);
-	emu->cur = NULL;
+	/* SDM Vol. 3A Table 6-1 */
+	return vector == 8 || (vector >= 10 && vector <= 14) || vector == 17 || vector == 21;
 }
 
 static void hook_intr(uc_engine *uc, uint32_t intno, void *data)
 {
 	struct emu *emu = data;
 	uint64_t rip = emu_reg(emu, UC_X86_REG_RIP);
-	/* vectors with an error code (SDM Vol. 3A Table 6-1); Unicorn does not
-	 * say which code, the frame gets 0 */
-	bool err = intno == 8 || (intno >= 10 && intno <= 14) || intno == 17;
-	bool trap = intno == 3 || intno == 4 || intno >= 32;
+	uint32_t err = 0;
+	bool is_int = false, trap;
 
 	if (emu->trampoline >= 0) {
 		emu->trampoline = (int) intno;
 		uc_emu_stop(uc);
 		return;
 	}
-	retire_to(emu, rip, trap);
+	exception_info(emu, &err, &is_int);
+	if (emu->err_offset < 0)
+		is_int = intno == 3 || intno == 4 || intno >= 32;
+	/* INT n, INT3, INTO: RIP is past the instruction, which retired */
+	trap = is_int;
+	count_retire_to(emu, rip, trap);
 	emu->st.exceptions++;
-	emu_raise(emu, intno, err, 0, rip);
+	if (intno == 14)
+		emu->st.page_faults++;
+	if (intno == 13 && !is_int && err == 0 && stack_fault(emu, rip))
+		intno = 12;
+	if (emu->trace)
+		fprintf(stderr, "trace: exception %u error %#x%s at %#llx (CR2 %#llx)\n", intno,
+			err, is_int ? " (INT n)" : "", (unsigned long long) rip,
+			(unsigned long long) emu_reg(emu, UC_X86_REG_CR2));
+	emu_raise(emu, intno, !is_int && has_error_code(intno), err, rip);
 }
 
 static bool hook_invalid(uc_engine *uc, void *data)
@@ -653,10 +314,59 @@ static bool hook_invalid(uc_engine *uc, void *data)
 	struct emu *emu = data;
 	uint64_t rip = emu_reg(emu, UC_X86_REG_RIP);
 
-	retire_to(emu, rip, false);
+	if (emu->trampoline >= 0) {
+		emu->trampoline = 6;
+		uc_emu_stop(uc);
+		return false;
+	}
+	count_retire_to(emu, rip, false);
 	emu->st.exceptions++;
 	emu_raise(emu, 6, false, 0, rip); /* #UD */
 	return false;
+}
+
+/*
+ * SYSCALL: Unicorn 2.0.1 only calls this hook and steps over the
+ * instruction. The VMM completes it (SDM Vol. 2B SYSCALL) from the run
+ * loop (intr_syscall), since the privilege change needs a run of its own.
+ */
+static void hook_syscall(uc_engine *uc, void *data)
+{
+	struct emu *emu = data;
+	uint64_t rip = emu_reg(emu, UC_X86_REG_RIP);
+	uc_x86_msr lstar = { .rid = MSR_LSTAR };
+
+	if (emu->trampoline >= 0)
+		return;
+	/* #UD outside 64-bit mode (Intel) or with EFER.SCE clear */
+	if (!(emu->efer & EFER_SCE) || !emu->cs64 || !(emu->efer & EFER_LMA)) {
+		count_retire_to(emu, rip, false);
+		emu->st.exceptions++;
+		emu_raise(emu, 6, false, 0, rip);
+		return;
+	}
+	uc_reg_read(uc, UC_X86_REG_MSR, &lstar);
+	emu->hook_rip = lstar.value;
+	count_retire_through(emu, rip, lstar.value);
+	emu->syscall_pending = true;
+	emu->syscall_next = rip + 2;
+	emu_stop(emu, rip + 2);
+}
+
+/* ---- I/O ports --------------------------------------------------------- */
+
+/*
+ * A port with no device reads as all ones and ignores writes, like an
+ * empty ISA bus; each one is remembered once so --verbose can list it.
+ */
+static void unknown_port(struct emu *emu, uint16_t port, bool write, unsigned int size)
+{
+	for (unsigned int i = 0; i < emu->nr_unknown_ports; i++)
+		if (emu->unknown_ports[i].port == port && emu->unknown_ports[i].write == write)
+			return;
+	if (emu->nr_unknown_ports < sizeof(emu->unknown_ports) / sizeof(emu->unknown_ports[0]))
+		emu->unknown_ports[emu->nr_unknown_ports++] =
+			(struct emu_port){ .port = port, .write = write, .size = (uint8_t) size };
 }
 
 static uint32_t hook_in(uc_engine *uc, uint32_t port, int size, void *data)
@@ -667,8 +377,10 @@ static uint32_t hook_in(uc_engine *uc, uint32_t port, int size, void *data)
 	emu->st.io_exits++;
 	if (emu->plat.exited || emu->fatal)
 		return 0;
-	if (platform_io(&emu->plat, (uint16_t) port, (unsigned int) size, false, &v) < 0)
-		emu_fatal(emu, "guest read from I/O port %#x, where no device is", port);
+	if (platform_io(&emu->plat, (uint16_t) port, (unsigned int) size, false, &v) < 0) {
+		unknown_port(emu, (uint16_t) port, false, (unsigned int) size);
+		v = size >= 4 ? 0xffffffffu : (1u << (8 * size)) - 1;
+	}
 	return v;
 }
 
@@ -680,12 +392,14 @@ static void hook_out(uc_engine *uc, uint32_t port, int size, uint32_t value, voi
 	if (emu->plat.exited || emu->fatal)
 		return;
 	if (platform_io(&emu->plat, (uint16_t) port, (unsigned int) size, true, &value) < 0)
-		emu_fatal(emu, "guest wrote %#x to I/O port %#x, where no device is", value, port);
+		unknown_port(emu, (uint16_t) port, true, (unsigned int) size);
 	if (emu->plat.exited) {
 		emu->plat.serial_out = NULL; /* it has exited: nothing more is printed */
 		uc_emu_stop(uc);
 	}
 }
+
+/* ---- the vPMU's callbacks ---------------------------------------------- */
 
 static void pmi_cb(void *data, struct vpmu_vcpu *vcpu)
 {
@@ -738,16 +452,118 @@ static int regs_cb(void *data, struct vpmu_vcpu *vcpu, struct vpmu_guest_regs *r
 	r->efer = emu->efer;
 	r->tsc = emu_tsc(emu);
 	r->cpl = emu->cpl;
-	r->long_mode = emu->cs64 && (emu->efer & (1ull << 10));
+	r->long_mode = emu->cs64 && (emu->efer & EFER_LMA);
 	r->sse = emu->cr4 & (1ull << 9);
+	return 0;
+}
+
+/* ---- setup --------------------------------------------------------------- */
+
+/*
+ * Guest-physical RAM: one range from 0, with the usual hole from 3 GiB to
+ * 4 GiB when it is larger (the local APIC and MMIO live there). Linux
+ * layout: the first MiB, then RAM from 16 MiB: the linear addresses
+ * between are where static Linux programs live, and on the emulator a
+ * linear address inside RAM's physical range can only mean that physical
+ * address (emu-mmu.c).
+ */
+static unsigned int ram_layout(const struct emu_config *cfg, struct guest_region *r)
+{
+	uint64_t start = 0, size = cfg->mem_size;
+	unsigned int n = 0;
+
+	if (cfg->layout == EMU_LAYOUT_LINUX) {
+		r[n++] = (struct guest_region){ .gpa = 0, .size = 1ull << 20 };
+		start = 16ull << 20;
+		size -= 1ull << 20;
+	}
+	if (start + size > EMU_HOLE_START) {
+		r[n++] = (struct guest_region){ .gpa = start, .size = EMU_HOLE_START - start };
+		size -= EMU_HOLE_START - start;
+		start = 4ull << 30;
+	}
+	r[n++] = (struct guest_region){ .gpa = start, .size = size };
+	return n;
+}
+
+static int add_hooks(struct emu *emu)
+{
+	uc_err ue;
+
+	ue = uc_hook_add(emu->uc, &emu->hooks[0], UC_HOOK_BLOCK, (void *) count_hook_block, emu, 1,
+			 0);
+	if (ue == UC_ERR_OK)
+		ue = uc_hook_add(emu->uc, &emu->hooks[1], UC_HOOK_INTR, (void *) hook_intr, emu, 1,
+				 0);
+	if (ue == UC_ERR_OK)
+		ue = uc_hook_add(emu->uc, &emu->hooks[2], UC_HOOK_INSN_INVALID,
+				 (void *) hook_invalid, emu, 1, 0);
+	if (ue == UC_ERR_OK)
+		ue = uc_hook_add(emu->uc, &emu->hooks[3], UC_HOOK_INSN, (void *) hook_in, emu, 1, 0,
+				 UC_X86_INS_IN);
+	if (ue == UC_ERR_OK)
+		ue = uc_hook_add(emu->uc, &emu->hooks[4], UC_HOOK_INSN, (void *) hook_out, emu, 1,
+				 0, UC_X86_INS_OUT);
+	if (ue == UC_ERR_OK)
+		ue = uc_hook_add(emu->uc, &emu->hooks[5], UC_HOOK_MEM_UNMAPPED,
+				 (void *) mmu_hook_unmapped, emu, 1, 0);
+	if (ue == UC_ERR_OK)
+		ue = uc_hook_add(emu->uc, &emu->hooks[6], UC_HOOK_INSN, (void *) hook_syscall, emu,
+				 1, 0, UC_X86_INS_SYSCALL);
+	if (ue == UC_ERR_OK)
+		ue = uc_ctl_exits_enable(emu->uc);
+	return ue == UC_ERR_OK ? 0 : -EIO;
+}
+
+static int new_vpmu(struct emu *emu, const struct emu_config *cfg, char *err, size_t errlen)
+{
+	struct vpmu_mem_region regions[4];
+	struct vpmu_config vc;
+	int r;
+
+	if (!cfg->pmu) {
+		if (vpmu_model_find(cfg->model) >= 0)
+			return 0;
+		snprintf(err, errlen, "unknown CPU model '%s' (vpmu-vmm --help lists them)",
+			 cfg->model);
+		return -ENOENT;
+	}
+	vpmu_config_init(&vc);
+	vc.model = cfg->model;
+	vc.backend = (enum vpmu_backend) cfg->pmu_backend;
+	vc.signo = cfg->pmu_signo;
+	vc.pmi = pmi_cb;
+	vc.pmi_data = emu;
+	vc.regs = regs_cb;
+	vc.regs_data = emu;
+	vc.filter = cfg->pmu_filter;
+	vc.linear_bits = 48; /* Unicorn has no 5-level paging: CPUID.80000008H says 48 */
+	/* errors come back as codes; vpmu-vmm prints its own line for them */
+	vc.log = cfg->pmu_log;
+	vc.log_data = cfg->pmu_log_data;
+	vc.log_level = VPMU_LOG_WARNING;
+	r = vpmu_vcpu_new(&vc, &emu->pmu);
+	emu->host_poll = cfg->pmu_backend != VPMU_BACKEND_EXACT && cfg->pmu_signo == -1;
+	if (r < 0) {
+		snprintf(err, errlen,
+			 r == -ENOENT ? "unknown CPU model '%s' (vpmu-vmm --help lists them)"
+				      : "cannot create the vPMU for '%s'",
+			 cfg->model);
+		return r;
+	}
+	for (unsigned int i = 0; i < emu->mmu.nr_ram; i++)
+		regions[i] = (struct vpmu_mem_region){ .gpa = emu->mmu.ram[i].gpa,
+						       .size = emu->mmu.ram[i].size,
+						       .hva = emu->mmu.ram[i].hva };
+	vpmu_vcpu_set_memory(emu->pmu, regions, emu->mmu.nr_ram);
 	return 0;
 }
 
 int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t errlen)
 {
+	struct guest_region ranges[4];
+	unsigned int nr;
 	struct emu *emu;
-	struct vpmu_config vc;
-	struct vpmu_mem_region region;
 	uc_err ue;
 	int r;
 
@@ -756,9 +572,8 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 			 "RAM size must be a multiple of 4 KiB between 4 KiB and 64 GiB");
 		return -EINVAL;
 	}
-	if (cfg->mem_size > 0xfee00000ull) {
-		snprintf(err, errlen,
-			 "RAM above 0xfee00000 would overlap the local APIC: use at most 4070 MiB");
+	if (cfg->layout == EMU_LAYOUT_LINUX && cfg->mem_size < (32ull << 20)) {
+		snprintf(err, errlen, "a Linux guest needs at least 32 MiB of RAM (--mem)");
 		return -EINVAL;
 	}
 	emu = calloc(1, sizeof(*emu));
@@ -771,74 +586,22 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 	emu->pending_vector = -1;
 	emu->trampoline = -1;
 	emu->ram_size = cfg->mem_size;
-	emu->ram = mmap(NULL, emu->ram_size, PROT_READ | PROT_WRITE,
-			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (emu->ram == MAP_FAILED) {
-		emu->ram = NULL;
+	nr = ram_layout(cfg, ranges);
+	r = mmu_init(emu, ranges, nr, err, errlen);
+	if (r < 0) {
 		emu_free(emu);
-		snprintf(err, errlen, "cannot allocate %llu MiB of guest RAM",
-			 (unsigned long long) (cfg->mem_size >> 20));
-		return -ENOMEM;
-	}
-	emu->region.gpa = 0;
-	emu->region.size = emu->ram_size;
-	emu->region.hva = emu->ram;
-	emu->mem.regions = &emu->region;
-	emu->mem.nr = 1;
-	{
-		static uint8_t apic_page[4096];
-
-		emu->map_regions[0] = emu->region;
-		emu->map_regions[1].gpa = APIC_DEFAULT_BASE;
-		emu->map_regions[1].size = sizeof(apic_page);
-		emu->map_regions[1].hva = apic_page;
-		emu->mem_map.regions = emu->map_regions;
-		emu->mem_map.nr = 2;
+		return r;
 	}
 	lapic_reset(&emu->apic, 0);
 	platform_init(&emu->plat, cfg->serial_out, cfg->mem_size, 1);
 	emu->pat = 0x0007040600070406ull;
 	emu->misc_enable = 1; /* fast strings */
-
-	if (cfg->pmu) {
-		vpmu_config_init(&vc);
-		vc.model = cfg->model;
-		vc.backend = (enum vpmu_backend) cfg->pmu_backend;
-		vc.signo = cfg->pmu_signo;
-		vc.pmi = pmi_cb;
-		vc.pmi_data = emu;
-		vc.regs = regs_cb;
-		vc.regs_data = emu;
-		vc.filter = cfg->pmu_filter;
-		vc.linear_bits = 48; /* Unicorn has no 5-level paging: CPUID.80000008H says 48 */
-		/* errors come back as codes; vpmu-vmm prints its own line for them */
-		vc.log = cfg->pmu_log;
-		vc.log_data = cfg->pmu_log_data;
-		vc.log_level = VPMU_LOG_WARNING;
-		r = vpmu_vcpu_new(&vc, &emu->pmu);
-		emu->host_poll = cfg->pmu_backend != VPMU_BACKEND_EXACT && cfg->pmu_signo == -1;
-		if (r < 0) {
-			snprintf(err, errlen,
-				 r == -ENOENT
-					 ? "unknown CPU model '%s' (vpmu-vmm --help lists them)"
-					 : "cannot create the vPMU for '%s'",
-				 cfg->model);
-			emu_free(emu);
-			return r;
-		}
-		region.gpa = 0;
-		region.size = emu->ram_size;
-		region.hva = emu->ram;
-		vpmu_vcpu_set_memory(emu->pmu, &region, 1);
-	} else if (vpmu_model_find(cfg->model) < 0) {
-		snprintf(err, errlen, "unknown CPU model '%s' (vpmu-vmm --help lists them)",
-			 cfg->model);
-		emu_free(emu);
-		return -ENOENT;
-	}
-	r = cpu_cpuid_init(emu);
-	if (r < 0) {
+	r = new_vpmu(emu, cfg, err, errlen);
+	if (r == 0 && cpu_cpuid_init(emu) < 0) {
 		snprintf(err, errlen, "CPUID table too small for the PMU leaves");
+		r = -ENOSPC;
+	}
+	if (r < 0) {
 		emu_free(emu);
 		return r;
 	}
@@ -858,29 +621,17 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 	}
 	cs_option(emu->csh64, CS_OPT_DETAIL, CS_OPT_ON);
 	cs_option(emu->csh32, CS_OPT_DETAIL, CS_OPT_ON);
-	ue = uc_hook_add(emu->uc, &emu->hooks[0], UC_HOOK_BLOCK, (void *) hook_block, emu, 1, 0);
-	if (ue == UC_ERR_OK)
-		ue = uc_hook_add(emu->uc, &emu->hooks[1], UC_HOOK_INTR, (void *) hook_intr, emu, 1,
-				 0);
-	if (ue == UC_ERR_OK)
-		ue = uc_hook_add(emu->uc, &emu->hooks[2], UC_HOOK_INSN_INVALID,
-				 (void *) hook_invalid, emu, 1, 0);
-	if (ue == UC_ERR_OK)
-		ue = uc_hook_add(emu->uc, &emu->hooks[3], UC_HOOK_INSN, (void *) hook_in, emu, 1, 0,
-				 UC_X86_INS_IN);
-	if (ue == UC_ERR_OK)
-		ue = uc_hook_add(emu->uc, &emu->hooks[4], UC_HOOK_INSN, (void *) hook_out, emu, 1,
-				 0, UC_X86_INS_OUT);
-	if (ue == UC_ERR_OK)
-		ue = uc_hook_add(emu->uc, &emu->hooks[5], UC_HOOK_MEM_UNMAPPED,
-				 (void *) mmu_hook_unmapped, emu, 1, 0);
-	if (ue == UC_ERR_OK)
-		ue = uc_hook_add(emu->uc, &emu->hooks[6], UC_HOOK_MEM_WRITE_PROT,
-				 (void *) mmu_hook_prot, emu, 1, 0);
-	if (ue != UC_ERR_OK) {
-		snprintf(err, errlen, "cannot hook Unicorn: %s", uc_strerror(ue));
+	r = mmu_attach(emu, err, errlen);
+	if (r == 0 && add_hooks(emu) < 0) {
+		snprintf(err, errlen, "cannot hook Unicorn");
+		r = -EIO;
+	}
+	emu->err_offset = emu_error_code_offset();
+	if (r == 0 && emu->err_offset >= 0 && uc_context_alloc(emu->uc, &emu->ctx) != UC_ERR_OK)
+		emu->err_offset = -1;
+	if (r < 0) {
 		emu_free(emu);
-		return -EIO;
+		return r;
 	}
 	*ret = emu;
 	return 0;
@@ -892,6 +643,8 @@ void emu_free(struct emu *emu)
 		return;
 	for (unsigned int i = 0; i < BLK_CACHE; i++)
 		blk_free(&emu->blocks[i]);
+	if (emu->ctx)
+		uc_free(emu->ctx);
 	if (emu->uc)
 		uc_close(emu->uc);
 	if (emu->csh64)
@@ -899,16 +652,27 @@ void emu_free(struct emu *emu)
 	if (emu->csh32)
 		cs_close(&emu->csh32);
 	vpmu_vcpu_free(emu->pmu);
-	if (emu->ram)
-		munmap(emu->ram, emu->ram_size);
+	mmu_free(emu);
 	free(emu);
 }
 
 struct vmm_ram emu_ram(struct emu *emu)
 {
-	struct vmm_ram r = { emu->ram, emu->ram_size };
+	struct vmm_ram r = { emu->ram, emu->mmu.ram_top };
 
 	return r;
+}
+
+unsigned int emu_ram_ranges(const struct emu *emu, uint64_t *ret_gpa, uint64_t *ret_size,
+			    unsigned int max)
+{
+	unsigned int n = emu->mmu.nr_ram < max ? emu->mmu.nr_ram : max;
+
+	for (unsigned int i = 0; i < n; i++) {
+		ret_gpa[i] = emu->mmu.ram[i].gpa;
+		ret_size[i] = emu->mmu.ram[i].size;
+	}
+	return n;
 }
 
 void emu_paging(const struct emu *emu, uint64_t *ret_cr0, uint64_t *ret_cr3, uint64_t *ret_cr4,
@@ -935,92 +699,202 @@ void emu_kick(struct emu *emu)
 	emu->kicked = 1;
 }
 
+void emu_interrupt(struct emu *emu)
+{
+	emu->interrupted = 1;
+	emu->async_stop = 1;
+	if (emu->in_run)
+		uc_emu_stop(emu->uc);
+}
+
 void emu_get_stats(const struct emu *emu, struct emu_stats *ret)
 {
 	*ret = emu->st;
+	ret->window_pages = emu->mmu.faults;
+	ret->window_unmaps = emu->mmu.unmapped;
+	ret->resyncs = emu->mmu.resyncs;
 }
 
-static int load_segments(struct emu *emu, uint64_t gdt, uint16_t limit, uint16_t cs, uint16_t ds)
+size_t emu_unknown_ports(const struct emu *emu, struct emu_port *ret, size_t max)
+{
+	size_t n = emu->nr_unknown_ports < max ? emu->nr_unknown_ports : max;
+
+	memcpy(ret, emu->unknown_ports, n * sizeof(*ret));
+	return n;
+}
+
+void emu_describe(struct emu *emu, char *buf, size_t len)
+{
+	uint64_t rip = emu->in_run ? emu->hook_rip : emu_reg(emu, UC_X86_REG_RIP);
+	const char *mode = !(emu->efer & EFER_LMA) ? "32-bit protected mode"
+			   : emu->cs64		   ? "64-bit mode"
+						   : "compatibility mode";
+
+	snprintf(buf, len, "RIP %#llx, CPL %u, %s, paging %s, after %llu instructions",
+		 (unsigned long long) rip, emu->cpl, mode, (emu->cr0 >> 31) ? "on" : "off",
+		 (unsigned long long) emu->st.instructions);
+}
+
+/* ---- boot ---------------------------------------------------------------- */
+
+#define STUB_OFF 0x2000 /* in the scratch page range: the boot stub */
+#define GDT_OFF	 0x3000 /* the multiboot boot GDT */
+
+/*
+ * Unicorn 2.0.1's 64-bit register API sets CS, DS, ES and SS selectors
+ * without their descriptor caches, so a boot stub (VMM code in the
+ * scratch range, not counted as the guest's) loads them the way the CPU
+ * does, from the boot GDT: the data segments with MOV, CS with a far
+ * JMP to the entry point, where a Unicorn exit stops it.
+ */
+static int run_stub(struct emu *emu, const uint8_t *code, size_t len, uint64_t entry)
+{
+	uint8_t *at = emu->mmu.scratch + STUB_OFF;
+	uc_err ue;
+	uint64_t rip;
+
+	memcpy(at, code, len);
+	if (uc_ctl_set_exits(emu->uc, &entry, 1) != UC_ERR_OK)
+		return -EIO;
+	mmu_pg_off(emu);
+	emu->trampoline = 0;
+	emu->in_run = true;
+	ue = uc_emu_start(emu->uc, SCRATCH_BASE + STUB_OFF, 0, 0, 0);
+	emu->in_run = false;
+	mmu_pg_on(emu, true);
+	uc_ctl_set_exits(emu->uc, NULL, 0);
+	rip = emu_reg(emu, UC_X86_REG_RIP);
+	if (ue != UC_ERR_OK || rip != entry || emu->trampoline != 0) {
+		emu->trampoline = -1;
+		return -EFAULT;
+	}
+	emu->trampoline = -1;
+	return 0;
+}
+
+/* mov $ds, %eax; mov %eax, %ds/%es/%fs/%gs/%ss; ljmp *far(%rip) with far = entry:cs */
+static size_t stub_code(uint8_t *c, uint16_t cs, uint16_t ds, uint64_t entry, bool far64)
+{
+	static const uint8_t movs[] = {
+		0x8e, 0xd8, 0x8e, 0xc0, 0x8e, 0xe0, 0x8e, 0xe8, 0x8e, 0xd0
+	};
+	size_t n = 0;
+	int32_t rel;
+
+	c[n++] = 0xb8;
+	memcpy(c + n, &(uint32_t){ ds }, 4);
+	n += 4;
+	memcpy(c + n, movs, sizeof(movs));
+	n += sizeof(movs);
+	if (far64)
+		c[n++] = 0x48; /* REX.W: m16:64 */
+	c[n++] = 0xff;
+	c[n++] = 0x2d;
+	rel = 0;
+	memcpy(c + n, &rel, 4);
+	n += 4;
+	if (far64) {
+		memcpy(c + n, &entry, 8);
+		memcpy(c + n + 8, &cs, 2);
+		return n + 10;
+	}
+	memcpy(c + n, &(uint32_t){ (uint32_t) entry }, 4);
+	memcpy(c + n + 4, &cs, 2);
+	return n + 6;
+}
+
+static void set_efer(struct emu *emu, uint64_t efer)
+{
+	uc_x86_msr m = { .rid = MSR_EFER, .value = efer };
+
+	emu->efer = efer;
+	uc_reg_write(emu->uc, UC_X86_REG_MSR, &m);
+}
+
+/*
+ * 64-bit entry: paging on with the caller's CR3; CS and DS from the GDT
+ * at `gdt` (long-mode code, flat data: the ELF64 loader's, or a Linux
+ * boot GDT with __BOOT_CS/__BOOT_DS, Documentation/x86/boot.rst "64-bit
+ * Boot Protocol"); interrupts off.
+ */
+static int boot64(struct emu *emu, uint64_t gdt, uint16_t limit, uint16_t cs, uint16_t ds,
+		  uint64_t cr3, uint64_t entry)
 {
 	uc_x86_mmr g = { 0, gdt, limit, 0 };
-	/* FS and GS stay null: loading them through Unicorn's API faults outside emulation */
-	static const int data_regs[] = { UC_X86_REG_DS, UC_X86_REG_ES, UC_X86_REG_SS };
+	uint8_t code[64];
+	size_t n;
 
-	if (uc_reg_write(emu->uc, UC_X86_REG_GDTR, &g) != UC_ERR_OK || !mmu_ensure(emu, gdt) ||
-	    !mmu_ensure(emu, gdt + limit))
+	emu->cr0 = 0x80050033; /* PG AM WP NE ET MP PE */
+	emu->cr3 = cr3;
+	emu->cr4 = 0x620; /* OSXMMEXCPT OSFXSR PAE */
+	set_efer(emu, EFER_LME | EFER_LMA);
+	emu_set_reg(emu, UC_X86_REG_CR3, emu->cr3);
+	emu_set_reg(emu, UC_X86_REG_CR4, emu->cr4);
+	emu_set_reg(emu, UC_X86_REG_CR0, emu->cr0);
+	uc_reg_write(emu->uc, UC_X86_REG_GDTR, &g);
+	n = stub_code(code, cs, ds, entry, true);
+	/* the far pointer follows the JMP: disp32 is 0 */
+	if (run_stub(emu, code, n, entry) < 0)
 		return -EFAULT;
-	if (uc_reg_write(emu->uc, UC_X86_REG_CS, &cs) != UC_ERR_OK)
+	emu->cs64 = true;
+	emu->cpl = 0;
+	return 0;
+}
+
+/*
+ * Multiboot v1 (Multiboot Specification 0.6.96 3.2, "Machine state"): 32-bit
+ * protected mode, paging off, CS a flat 32-bit read/execute segment, DS ES
+ * FS GS SS flat 32-bit read/write segments, EAX = 0x2BADB002, EBX = the
+ * info block, interrupts off. The boot GDT lives in VMM scratch memory
+ * (the spec lets GDTR be invalid once the kernel runs: it loads its own).
+ */
+static int boot_multiboot(struct emu *emu, const struct vmm_boot *boot)
+{
+	static const uint64_t gdt[3] = { 0, 0x00cf9a000000ffffull, 0x00cf92000000ffffull };
+	uc_x86_mmr g = { 0, SCRATCH_BASE + GDT_OFF, sizeof(gdt) - 1, 0 };
+	uint8_t code[64];
+	size_t n;
+
+	memcpy(emu->mmu.scratch + GDT_OFF, gdt, sizeof(gdt));
+	uc_reg_write(emu->uc, UC_X86_REG_GDTR, &g);
+	emu->cr0 = 0x11; /* ET PE */
+	emu->cr3 = 0;
+	emu->cr4 = 0;
+	emu_set_reg(emu, UC_X86_REG_CR0, emu->cr0);
+	emu_set_reg(emu, UC_X86_REG_CR4, 0);
+	set_efer(emu, 0); /* leaves long mode: the far JMP then loads a 32-bit CS */
+	n = stub_code(code, 0x08, 0x10, boot->entry, false);
+	if (run_stub(emu, code, n, (uint32_t) boot->entry) < 0)
 		return -EFAULT;
-	for (size_t i = 0; i < sizeof(data_regs) / sizeof(data_regs[0]); i++)
-		if (uc_reg_write(emu->uc, data_regs[i], &ds) != UC_ERR_OK)
-			return -EFAULT;
+	emu->cs64 = false;
+	emu->cpl = 0;
+	emu_set_reg(emu, UC_X86_REG_RAX, 0x2badb002);
+	emu_set_reg(emu, UC_X86_REG_RBX, boot->mb_info);
 	return 0;
 }
 
 int emu_boot(struct emu *emu, const struct vmm_boot *boot, uint64_t arg, char *err, size_t errlen)
 {
-	uint64_t zero = 0;
 	uc_x86_mmr idtr = { 0, 0, 0, 0 };
+	int r;
 
 	uc_reg_write(emu->uc, UC_X86_REG_IDTR, &idtr);
 	emu_set_reg(emu, UC_X86_REG_RFLAGS, 2);
 	if (boot->kind == VMM_BOOT_ELF64) {
-		emu->cr0 = 0x80050033; /* PG AM WP NE ET MP PE */
-		emu->cr3 = boot->cr3;
-		emu->cr4 = 0x620;  /* OSXMMEXCPT OSFXSR PAE */
-		emu->efer = 0x500; /* LMA LME */
-		emu->cs64 = true;
-		/* Unicorn keeps CR0.PG clear: it then runs IA-32e code on linear = physical */
-		emu_set_reg(emu, UC_X86_REG_CR0, emu->cr0 & ~(1ull << 31));
-		emu_set_reg(emu, UC_X86_REG_CR4, emu->cr4);
-		if (load_segments(emu, boot->gdt, 23, 0x08, 0x10) < 0) {
-			snprintf(err, errlen, "%s",
-				 emu->fatal ? emu->fatal_msg : "cannot load the boot GDT");
-			return -EFAULT;
-		}
+		r = boot64(emu, boot->gdt, 23, 0x08, 0x10, boot->cr3, boot->entry);
 		emu_set_reg(emu, UC_X86_REG_RSP, boot->stack);
 		emu_set_reg(emu, UC_X86_REG_RDI, arg);
 	} else {
-		/*
-		 * multiboot: 32-bit protected mode, paging off, flat segments from a
-		 * GDT the VMM puts past the image (the kernel loads its own). Unicorn
-		 * changes code size only on a real far transfer, so a one-instruction
-		 * 64-bit stub after the GDT far-jumps to the entry ("jmp far [rip]"):
-		 * that instruction is the first one the guest is counted for.
-		 */
-		static const uint64_t gdt[3] = { 0, 0x00cf9a000000ffffull, 0x00cf92000000ffffull };
-		uint64_t at = (boot->free_start + 15) & ~15ull, stub = at + sizeof(gdt);
-		uint8_t code[12] = { 0xff, 0x2d, 0, 0, 0, 0 };
-		uint32_t entry = (uint32_t) boot->entry;
-		uint16_t sel = 0x08;
-
-		if (stub + sizeof(code) > emu->ram_size) {
-			snprintf(err, errlen, "no room for the boot GDT past the kernel");
-			return -E2BIG;
-		}
-		memcpy(code + 6, &entry, 4);
-		memcpy(code + 10, &sel, 2);
-		memcpy(emu->ram + at, gdt, sizeof(gdt));
-		memcpy(emu->ram + stub, code, sizeof(code));
-		emu->cr0 = 0x11; /* ET PE */
-		emu->cr3 = 0;
-		emu->cr4 = 0;
-		emu->efer = 0;
-		emu->cs64 = true; /* the stub */
-		emu_set_reg(emu, UC_X86_REG_CR0, 0x11);
-		emu_set_reg(emu, UC_X86_REG_CR4, 0x20);
-		{
-			uc_x86_mmr g = { 0, at, sizeof(gdt) - 1, 0 };
-
-			uc_reg_write(emu->uc, UC_X86_REG_GDTR, &g);
-		}
-		emu_set_reg(emu, UC_X86_REG_RAX, 0x2badb002);
-		emu_set_reg(emu, UC_X86_REG_RBX, boot->mb_info);
-		emu_set_reg(emu, UC_X86_REG_RSP, zero);
-		emu->resume_rip = stub;
-		emu_set_reg(emu, UC_X86_REG_RIP, stub);
-		return 0;
+		r = boot_multiboot(emu, boot);
 	}
+	if (r < 0) {
+		snprintf(err, errlen, "%s",
+			 emu->fatal
+				 ? emu->fatal_msg
+				 : "cannot load the boot segments (the boot GDT is not readable?)");
+		return -EFAULT;
+	}
+	emu_set_reg(emu, UC_X86_REG_RFLAGS, 2);
 	emu->resume_rip = boot->entry;
 	emu_set_reg(emu, UC_X86_REG_RIP, boot->entry);
 	emu_refresh_mode(emu);
@@ -1031,73 +905,28 @@ int emu_boot(struct emu *emu, const struct vmm_boot *boot, uint64_t arg, char *e
 	return 0;
 }
 
-static void drop_translations(struct emu *emu)
+int emu_boot_linux64(struct emu *emu, uint64_t gdt, uint16_t gdt_limit, uint64_t cr3,
+		     uint64_t entry, uint64_t zero_page, char *err, size_t errlen)
 {
-	for (unsigned int i = 0; i < emu->nr_special; i++)
-		uc_hook_del(emu->uc, emu->special_hooks[i]);
-	emu->nr_special = 0;
-	for (unsigned int i = 0; i < emu->nr_step; i++)
-		uc_hook_del(emu->uc, emu->step_hooks[i]);
-	emu->nr_step = 0;
-	for (unsigned int i = 0; i < BLK_CACHE; i++)
-		blk_free(&emu->blocks[i]);
-	uc_ctl_flush_tlb(emu->uc);
-	emu->st.tb_flushes++;
-	emu->remove_cache = false;
-}
+	uc_x86_mmr idtr = { 0, 0, 0, 0 };
 
-/*
- * The instruction a data access faulted in. Unicorn 2.0.1 leaves RIP at
- * the start of the translated block, with the instructions before the
- * faulting one done; the block's decoded instructions tell which one it
- * is: in step mode the one being stepped, else the first not yet counted
- * that reads (or writes) memory as the fault did and whose operand (from
- * the registers now) lies at the faulting address.
- */
-static uint64_t faulting_insn(struct emu *emu)
-{
-	const struct blk *b = emu->cur;
-	uint64_t first = 0;
-
-	if (emu->stepping && emu->prev_valid)
-		return emu->prev.addr;
-	if (emu->pf_fetch || !b)
-		return emu_reg(emu, UC_X86_REG_RIP);
-	for (unsigned int j = emu->fed; j < b->n; j++) {
-		const struct insn *in = &b->insns[j];
-		uint64_t a;
-
-		/* a write fault comes from an instruction that writes memory, a read one that reads
-		 */
-		if (in->dla == DLA_NONE || !(in->flags & (emu->pf_err & 2 ? IC_STORE : IC_LOAD)))
-			continue;
-		if (!first)
-			first = in->addr;
-		a = data_address(emu, in);
-		/* an operand up to 64 bytes (XSAVE aside) may start on the page before */
-		if (emu->pf_addr - a < 64 || (a & ~0xfffull) == (emu->pf_addr & ~0xfffull))
-			return in->addr;
+	uc_reg_write(emu->uc, UC_X86_REG_IDTR, &idtr);
+	emu_set_reg(emu, UC_X86_REG_RFLAGS, 2);
+	/* __BOOT_CS 0x10, __BOOT_DS 0x18 (Documentation/x86/boot.rst) */
+	if (boot64(emu, gdt, gdt_limit, 0x10, 0x18, cr3, entry) < 0) {
+		snprintf(err, errlen, "cannot load the Linux boot segments from the GDT at %#llx",
+			 (unsigned long long) gdt);
+		return -EFAULT;
 	}
-	return first ? first : b->insns[emu->fed < b->n ? emu->fed : 0].addr;
+	emu_set_reg(emu, UC_X86_REG_RFLAGS, 2);
+	emu_set_reg(emu, UC_X86_REG_RSI, zero_page);
+	emu->resume_rip = entry;
+	emu_set_reg(emu, UC_X86_REG_RIP, entry);
+	emu_refresh_mode(emu);
+	return 0;
 }
 
-/* The #PF a memory hook saw: count what retired before it, then deliver it there. */
-static void pf_deliver(struct emu *emu)
-{
-	uint64_t rip = faulting_insn(emu);
-
-	emu->pf_pending = false;
-	if (emu->stepping)
-		emu->prev_valid = false; /* the faulting instruction did not retire */
-	else
-		retire_to(emu, rip, false);
-	emu->cur = NULL;
-	emu->until = 0;
-	emu->resume_rip = rip;
-	emu->cr2 = emu->pf_addr;
-	emu->st.page_faults++;
-	emu_raise(emu, 14, true, emu->pf_err, rip);
-}
+/* ---- the run loop ---------------------------------------------------------- */
 
 /* Deliver an exception or interrupt; a failing delivery escalates to #DF, then a triple fault. */
 static void deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip)
@@ -1112,12 +941,125 @@ static void deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t
 		  vector, (unsigned long long) rip);
 }
 
+/* Hooks are compiled into Unicorn's translations: drop the oldest, and what holds them. */
+static void evict_hooks(struct emu *emu)
+{
+	mmu_pg_off(emu);
+	if (emu->nr_step == MAX_STEP_HOOKS) {
+		for (unsigned int i = 0; i < MAX_STEP_HOOKS / 2; i++) {
+			uc_hook_del(emu->uc, emu->step_hooks[i]);
+			uc_ctl_remove_cache(emu->uc, emu->step_addr[i], emu->step_addr[i] + 1);
+		}
+		memmove(emu->step_hooks, emu->step_hooks + MAX_STEP_HOOKS / 2,
+			sizeof(emu->step_hooks) / 2);
+		memmove(emu->step_addr, emu->step_addr + MAX_STEP_HOOKS / 2,
+			sizeof(emu->step_addr) / 2);
+		emu->nr_step = MAX_STEP_HOOKS / 2;
+	}
+	if (emu->nr_special == MAX_SPECIAL_HOOKS) {
+		for (unsigned int i = 0; i < emu->nr_special; i++)
+			uc_hook_del(emu->uc, emu->special_hooks[i]);
+		emu->nr_special = 0;
+		for (unsigned int i = 0; i < BLK_CACHE; i++)
+			emu->blocks[i].hooked = false;
+		uc_ctl_flush_tlb(emu->uc); /* every translation: they all may call a gone hook */
+		emu->st.tb_flushes++;
+	}
+	mmu_pg_on(emu, true);
+	emu->evict_hooks = false;
+}
+
+/* Before a run: what the last one left to do. */
+static void prepare_run(struct emu *emu)
+{
+	mmu_service(emu);
+	if (emu->evict_hooks)
+		evict_hooks(emu);
+	if (emu->remove_cache) {
+		/* retranslate the block that got hooks: only it, not every translation */
+		mmu_tb_invalidate(emu, emu->remove_cache_addr,
+				  emu->remove_cache_end - emu->remove_cache_addr);
+		emu->st.tb_removals++;
+		emu->remove_cache = false;
+	}
+}
+
+/* Take an interrupt or NMI if one can be delivered now. */
+static bool take_event(struct emu *emu, uint64_t rflags)
+{
+	int v;
+
+	if (emu->window)
+		return false;
+	if (emu->nmi_pending && !emu->nmi_blocked) {
+		emu->nmi_pending = false;
+		emu->nmi_blocked = true;
+		emu->halted = false;
+		emu->st.nmis++;
+		deliver(emu, 2, false, 0, emu->resume_rip);
+		return true;
+	}
+	if ((rflags & RFLAGS_IF) && (v = lapic_pending(&emu->apic)) >= 0) {
+		lapic_ack(&emu->apic, (uint8_t) v);
+		emu->halted = false;
+		emu->st.interrupts++;
+		deliver(emu, (unsigned int) v, false, 0, emu->resume_rip);
+		return true;
+	}
+	return false;
+}
+
+/* After Unicorn returned by itself: at an armed exit, or stopped from outside. */
+static void returned(struct emu *emu)
+{
+	uint64_t rip = emu_reg(emu, UC_X86_REG_RIP);
+	bool at_until = emu->until && rip == emu->until;
+
+	emu->resume_rip = rip;
+	emu->hook_rip = rip; /* PEBS records report the state here */
+	count_retire_to(emu, rip, false);
+	if (at_until && emu->until_next) {
+		/* before the overflowing memory instruction: take its address */
+		struct insn in;
+
+		if (insn_decode(emu, rip, emu->cs64, &in) == 0) {
+			emu->until_dla_ip = rip;
+			emu->until_dla = count_data_address(emu, &in);
+		}
+		emu->until = emu->until_next;
+		emu->until_next = 0;
+	} else if (at_until) {
+		emu->until = 0;
+		emu->until_dla_ip = 0;
+	}
+}
+
+/* A run that retires nothing, again and again at the same place, is a hang: say where. */
+static void check_progress(struct emu *emu, uint64_t insns_before)
+{
+	if (emu->st.instructions != insns_before || emu->resume_rip != emu->progress_rip) {
+		emu->progress_rip = emu->resume_rip;
+		emu->no_progress = 0;
+		return;
+	}
+	if (++emu->no_progress < NO_PROGRESS_MAX)
+		return;
+	{
+		char where[160];
+
+		emu_describe(emu, where, sizeof(where));
+		emu_fatal(emu,
+			  "the guest makes no progress: %d runs in a row retired nothing at %s",
+			  NO_PROGRESS_MAX, where);
+	}
+}
+
 int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 {
 	for (;;) {
-		uint64_t rflags;
+		uint64_t rflags, insns_before, exits[1];
+		bool events;
 		uc_err ue;
-		int v;
 
 		if (emu->plat.exited) {
 			if (emu->pmu)
@@ -1125,45 +1067,36 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 			*ret_status = emu->plat.exit_status;
 			return 0;
 		}
-		if (!emu->fatal && emu->cfg.max_instructions &&
-		    emu->st.instructions > emu->cfg.max_instructions)
-			emu_fatal(emu, "the guest ran past %llu instructions without exiting",
-				  (unsigned long long) emu->cfg.max_instructions);
-		if (emu->fatal) {
+		if (emu->fatal || emu->interrupted) {
 			if (emu->pmu)
 				emu_feed_flush(emu);
-			snprintf(err, errlen, "%s", emu->fatal_msg);
-			return -EFAULT;
+			if (emu->fatal) {
+				snprintf(err, errlen, "%s", emu->fatal_msg);
+				return -EFAULT;
+			}
+			emu->interrupted = 0;
+			emu_describe(emu, err, errlen);
+			return -EINTR;
+		}
+		if (emu->syscall_pending) {
+			emu->syscall_pending = false;
+			if (intr_syscall(emu, emu->syscall_next) < 0)
+				emu_fatal(emu, "cannot enter the guest kernel for SYSCALL at %#llx",
+					  (unsigned long long) emu->syscall_next - 2);
+			continue;
 		}
 		if (emu->pending_vector >= 0) {
 			unsigned int vec = (unsigned int) emu->pending_vector;
 
 			emu->pending_vector = -1;
-			if (vec == 14)
-				emu_set_reg(emu, UC_X86_REG_CR2, emu->cr2);
 			deliver(emu, vec, emu->pending_has_err, emu->pending_err, emu->pending_rip);
 			continue;
 		}
 		rflags = emu_reg(emu, UC_X86_REG_RFLAGS);
 		if (emu->halted)
 			emu->window = 0;
-		if (!emu->window) {
-			if (emu->nmi_pending && !emu->nmi_blocked) {
-				emu->nmi_pending = false;
-				emu->nmi_blocked = true;
-				emu->halted = false;
-				emu->st.nmis++;
-				deliver(emu, 2, false, 0, emu->resume_rip);
-				continue;
-			}
-			if ((rflags & RFLAGS_IF) && (v = lapic_pending(&emu->apic)) >= 0) {
-				lapic_ack(&emu->apic, (uint8_t) v);
-				emu->halted = false;
-				emu->st.interrupts++;
-				deliver(emu, (unsigned int) v, false, 0, emu->resume_rip);
-				continue;
-			}
-		}
+		if (take_event(emu, rflags))
+			continue;
 		if (emu->halted) {
 			emu_fatal(emu,
 				  "guest halted at rip %#llx with nothing that can wake it (%s)",
@@ -1172,22 +1105,7 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 						     : "interrupts disabled");
 			continue;
 		}
-		if (emu->paging_dirty) {
-			mmu_flush(emu);
-			drop_translations(emu);
-		}
-		if (emu->remove_cache) {
-			/*
-			 * Retranslate the block that got hooks. uc_ctl_remove_cache()
-			 * works on aliases mapped from outside a run (mmu_settle: the
-			 * ones mapped from a hook are mapped again first), so only
-			 * that block goes, not every translation (~25 ms a flush).
-			 */
-			mmu_settle(emu);
-			uc_ctl_remove_cache(emu->uc, emu->remove_cache_addr, emu->remove_cache_end);
-			emu->st.tb_removals++;
-			emu->remove_cache = false;
-		}
+		prepare_run(emu);
 		emu->want_stop = false;
 		if (emu->pmu) {
 			if (emu->kicked) {
@@ -1199,63 +1117,49 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 			if (emu->want_stop)
 				continue; /* it raised a PMI: deliver it before running on */
 		}
+		if (emu->fatal)
+			continue;
 		emu->stopped = false;
+		emu->async_stop = 0;
 		emu->cur = NULL;
 		emu->prev_valid = false;
 		emu->stepping = false;
-		emu->in_run = true;
 		if (emu->trace)
-			fprintf(stderr, "trace: run at %#llx until %#llx%s\n",
+			fprintf(stderr, "trace: run at %#llx until %#llx\n",
 				(unsigned long long) emu->resume_rip,
-				(unsigned long long) emu->until, emu->stepping ? " stepping" : "");
-		mmu_settle(emu);
+				(unsigned long long) emu->until);
 		/*
-		 * A translated block that holds the stop address runs past it:
-		 * drop the translations from here to it (on settled aliases this
-		 * works in 2.0.1, measured).
+		 * A translated block that holds the exit address runs past it:
+		 * drop the translations from here to it.
 		 */
 		if (emu->until && emu->until > emu->resume_rip)
-			uc_ctl_remove_cache(emu->uc, emu->resume_rip, emu->until + 1);
+			mmu_tb_invalidate(emu, emu->resume_rip, emu->until + 1 - emu->resume_rip);
+		exits[0] = emu->until;
+		uc_ctl_set_exits(emu->uc, exits, emu->until ? 1 : 0);
 		emu->until_arming = false;
-		ue = uc_emu_start(emu->uc, emu->resume_rip, emu->until, 0, 0);
+		insns_before = emu->st.instructions;
+		emu->in_run = true;
+		ue = uc_emu_start(emu->uc, emu->resume_rip, 0, 0, 0);
 		emu->in_run = false;
-		if (emu->pf_pending && !emu->fatal) {
-			pf_deliver(emu);
-			continue;
-		}
+		events = emu->stopped || emu->fatal || emu->plat.exited ||
+			 emu->pending_vector >= 0 || emu->syscall_pending;
 		/* a stop armed in this run is for the rerun; any other stop drops the old one */
-		if (!emu->until_arming &&
-		    (emu->stopped || emu->fatal || emu->plat.exited || emu->pending_vector >= 0))
+		if (!emu->until_arming && events)
 			emu->until = 0;
-		if (emu->fatal || emu->plat.exited || emu->pending_vector >= 0)
+		if (emu->fatal || emu->plat.exited || emu->pending_vector >= 0) {
+			emu->no_progress = 0;
 			continue;
+		}
 		if (ue != UC_ERR_OK) {
-			emu_fatal(emu, "emulation stopped near rip %#llx: %s",
-				  (unsigned long long) emu->hook_rip, uc_strerror(ue));
+			char where[160];
+
+			emu_describe(emu, where, sizeof(where));
+			emu_fatal(emu, "emulation stopped (%s) at %s", uc_strerror(ue), where);
 			continue;
 		}
-		if (!emu->stopped) {
-			/* Unicorn returned by itself: at the armed stop (or the guest reached 0) */
-			uint64_t rip = emu_reg(emu, UC_X86_REG_RIP);
-			bool at_until = emu->until && rip == emu->until;
-
-			emu->resume_rip = rip;
-			emu->hook_rip = rip; /* PEBS records report the state here */
-			retire_to(emu, rip, false);
-			if (at_until && emu->until_next) {
-				/* before the overflowing memory instruction: take its address */
-				struct insn in;
-
-				if (insn_decode(emu, rip, emu->cs64, &in) == 0) {
-					emu->until_dla_ip = rip;
-					emu->until_dla = data_address(emu, &in);
-				}
-				emu->until = emu->until_next;
-				emu->until_next = 0;
-			} else if (at_until) {
-				emu->until = 0;
-				emu->until_dla_ip = 0;
-			}
-		}
+		if (!emu->stopped)
+			returned(emu);
+		if (emu->pending_vector < 0 && !emu->syscall_pending)
+			check_progress(emu, insns_before);
 	}
 }

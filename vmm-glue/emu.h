@@ -19,6 +19,13 @@
 struct emu;
 struct vpmu_vcpu;
 
+enum emu_layout {
+	EMU_LAYOUT_FLAT,  /* RAM from guest-physical 0 (3-4 GiB left free for MMIO) */
+	EMU_LAYOUT_LINUX, /* the first MiB, then RAM from 16 MiB (emu.c: ram_layout) */
+};
+
+#define EMU_HOLE_START 0xc0000000ull /* RAM past 3 GiB continues at 4 GiB */
+
 struct emu_config {
 	const char *model;		      /* guest CPU model (vpmu model name) */
 	uint64_t mem_size;		      /* bytes of RAM, a multiple of 4 KiB */
@@ -31,19 +38,31 @@ struct emu_config {
 				none, the emulator looks for host overflows between blocks */
 	vpmu_log_fn pmu_log; /* the vPMU's warnings and errors; NULL: none */
 	void *pmu_log_data;
+	enum emu_layout layout;
+};
+
+/* An I/O port the guest used where no device is (read as all ones, writes dropped). */
+struct emu_port {
+	uint16_t port;
+	bool write;
+	uint8_t size;
 };
 
 struct emu_stats {
-	uint64_t instructions; /* retired guest instructions */
-	uint64_t cycles;       /* modelled core cycles (= guest TSC ticks) */
-	uint64_t blocks;       /* translated-block entries counted in bulk */
-	uint64_t stepped;      /* instructions counted one by one */
-	uint64_t step_entries; /* switches into single-step mode */
-	uint64_t until_stops;  /* overflows located by stopping after their instruction */
-	uint64_t tb_flushes;   /* every translation dropped (paging changes) */
-	uint64_t tb_removals;  /* one block's translations dropped (new hooks) */
-	uint64_t aliases;      /* guest-linear ranges mapped onto RAM */
-	uint64_t alias_flushes;
+	uint64_t instructions;	 /* retired guest instructions */
+	uint64_t cycles;	 /* modelled core cycles (= guest TSC ticks) */
+	uint64_t blocks;	 /* translated-block entries counted in bulk */
+	uint64_t stepped;	 /* instructions counted one by one */
+	uint64_t step_entries;	 /* switches into single-step mode */
+	uint64_t until_stops;	 /* overflows located by stopping after their instruction */
+	uint64_t tb_flushes;	 /* every translation dropped */
+	uint64_t tb_removals;	 /* one block's translations dropped (new hooks) */
+	uint64_t windows;	 /* Unicorn regions over guest-linear ranges (emu-mmu.c) */
+	uint64_t window_pages;	 /* pages mapped into them on first touch */
+	uint64_t window_unmaps;	 /* pages dropped because the guest's paging changed */
+	uint64_t window_flushes; /* every page dropped (too many mapped) */
+	uint64_t resyncs;	 /* paging changes checked against the mapped pages */
+	uint64_t smc_events; /* writes to pages holding translated code through another mapping */
 	uint64_t msr_exits, cpuid_exits, io_exits, rdpmc_exits;
 	uint64_t interrupts, nmis, exceptions;
 	uint64_t page_faults; /* #PF delivered to the guest */
@@ -58,7 +77,11 @@ void emu_config_init(struct emu_config *cfg);
 int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t errlen);
 void emu_free(struct emu *emu);
 
+/* Host mapping of guest-physical [0, size): RAM where emu_ram_ranges says, holes elsewhere. */
 struct vmm_ram emu_ram(struct emu *emu);
+/* The guest-physical RAM ranges (at most `max`); returns how many. */
+unsigned int emu_ram_ranges(const struct emu *emu, uint64_t *ret_gpa, uint64_t *ret_size,
+			    unsigned int max);
 struct vpmu_vcpu *emu_vpmu(struct emu *emu);
 /* The guest's paging registers now (CR0, CR3, CR4, EFER), for walks of its memory. */
 void emu_paging(const struct emu *emu, uint64_t *ret_cr0, uint64_t *ret_cr3, uint64_t *ret_cr4,
@@ -69,11 +92,41 @@ struct platform *emu_platform(struct emu *emu);
 int emu_boot(struct emu *emu, const struct vmm_boot *boot, uint64_t arg, char *err, size_t errlen);
 
 /*
+ * Load a Linux bzImage (an emu created with EMU_LAYOUT_LINUX), its
+ * command line and initrd, and put the vCPU at its 64-bit entry.
+ */
+int emu_load_linux(struct emu *emu, const void *image, size_t size, const char *cmdline,
+		   const void *initrd, size_t initrd_size, char *err, size_t errlen);
+
+/*
+ * The Linux 64-bit boot protocol's entry state: paging on with `cr3`, CS
+ * 0x10 and DS/ES/SS 0x18 from the GDT at `gdt`, RSI = the zero page.
+ */
+int emu_boot_linux64(struct emu *emu, uint64_t gdt, uint16_t gdt_limit, uint64_t cr3,
+		     uint64_t entry, uint64_t zero_page, char *err, size_t errlen);
+
+/*
  * Run until the guest writes the debug-exit port (0, *ret_status = its
  * exit status) or fails (-EFAULT: the guest did something the VMM cannot
  * go on from, such as a triple fault; `err` holds one line).
  */
 int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen);
+
+/*
+ * From a signal handler or another thread (async-signal-safe): stop the
+ * run at the next block boundary; emu_run then returns -EINTR with `err`
+ * saying where the guest was. It can be resumed with emu_run.
+ */
+void emu_interrupt(struct emu *emu);
+
+/* One line: RIP, CPL, mode and paging, instructions retired. */
+void emu_describe(struct emu *emu, char *buf, size_t len);
+
+/* The ports the guest used where no device answers, each once, in order. */
+size_t emu_unknown_ports(const struct emu *emu, struct emu_port *ret, size_t max);
+
+/* Where Unicorn keeps an exception's error code in a uc_context (-1: not found). */
+int emu_error_code_offset(void);
 
 void emu_get_stats(const struct emu *emu, struct emu_stats *ret);
 

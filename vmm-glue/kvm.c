@@ -905,6 +905,35 @@ static void *cpu_thread(void *arg)
 	}
 }
 
+void kvm_vm_interrupt(struct kvm_vm *vm)
+{
+	/* async-signal-safe: no lock; the vCPU threads see done at their next exit */
+	vm->done = true;
+	for (unsigned int i = 0; i < vm->nr_cpus; i++) {
+		vm->cpus[i].run->immediate_exit = 1;
+		if (vm->cpus[i].thread && !pthread_equal(vm->cpus[i].thread, pthread_self()))
+			pthread_kill(vm->cpus[i].thread, KICK_SIGNAL);
+	}
+}
+
+void kvm_vm_describe(struct kvm_vm *vm, char *buf, size_t len)
+{
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+
+	if (ioctl(vm->cpus[0].fd, KVM_GET_REGS, &regs) < 0 ||
+	    ioctl(vm->cpus[0].fd, KVM_GET_SREGS, &sregs) < 0) {
+		snprintf(buf, len, "vCPU 0's registers unreadable: %s", strerror(errno));
+		return;
+	}
+	snprintf(buf, len, "vCPU 0 at RIP %#llx, CPL %u, %s, paging %s",
+		 (unsigned long long) regs.rip, sregs.cs.selector & 3,
+		 !(sregs.efer & (1u << 10)) ? "32-bit protected mode"
+		 : sregs.cs.l		    ? "64-bit mode"
+					    : "compatibility mode",
+		 (sregs.cr0 >> 31) ? "on" : "off");
+}
+
 int kvm_vm_run(struct kvm_vm *vm, int *ret_status, char *err, size_t errlen)
 {
 	sigset_t block, old;

@@ -61,6 +61,11 @@ int kvm_vm_boot(struct kvm_vm *vm, const struct vmm_boot *boot, char *err, size_
 int kvm_vm_boot_linux(struct kvm_vm *vm, const void *image, size_t size, const char *cmdline,
 		      const void *initrd, size_t initrd_size, char *err, size_t errlen);
 
+/* From a signal handler (async-signal-safe): stop every vCPU; kvm_vm_run returns. */
+void kvm_vm_interrupt(struct kvm_vm *vm);
+/* One line: vCPU 0's RIP, CPL and mode. */
+void kvm_vm_describe(struct kvm_vm *vm, char *buf, size_t len);
+
 /* Run every vCPU until the guest exits (debug-exit status in *ret_status) or fails. */
 int kvm_vm_run(struct kvm_vm *vm, int *ret_status, char *err, size_t errlen);
 

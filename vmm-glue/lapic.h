@@ -3,7 +3,11 @@
  * Local APIC model for the emulator vCPU (SDM Vol. 3A ch. 11): the
  * registers a test kernel and a PMI path touch, in xAPIC MMIO form at
  * IA32_APIC_BASE and x2APIC MSR form (800H + offset / 16), with the mode
- * switched through IA32_APIC_BASE as hardware does. No timer.
+ * switched through IA32_APIC_BASE as hardware does, and the APIC timer in
+ * its one-shot, periodic and TSC-deadline modes (§11.5.4, §11.5.4.1) on
+ * the modelled clock: a guest TSC value the caller supplies. The timer
+ * never reads host time, so a guest's timer interrupts land on the same
+ * instruction every run.
  */
 #ifndef VMM_LAPIC_H
 #define VMM_LAPIC_H
@@ -47,6 +51,17 @@
 #define APIC_LVT_MASKED	 (1u << 16)
 #define APIC_SPIV_ENABLE (1u << 8)
 
+/* SDM Vol. 3A §11.5.1, Figure 11-8: LVT timer mode, bits 18:17 (Table 11-2) */
+#define APIC_LVT_TIMER_SHIFT	17
+#define APIC_LVT_TIMER_ONESHOT	0u
+#define APIC_LVT_TIMER_PERIODIC 1u
+#define APIC_LVT_TIMER_DEADLINE 2u
+
+#define MSR_IA32_TSC_DEADLINE 0x6e0
+
+/* The guest TSC now, for register accesses that depend on time. */
+typedef uint64_t (*lapic_clock_fn)(void *data);
+
 struct lapic {
 	uint64_t base; /* IA32_APIC_BASE */
 	uint32_t id;
@@ -56,6 +71,19 @@ struct lapic {
 	uint32_t tmict, tdcr;
 	uint32_t irr[8], isr[8], tmr[8];
 	uint64_t eois, self_ipis;
+	/* timer configuration (lapic_timer_config; kept across APIC disable) */
+	uint64_t tsc_hz;	 /* guest TSC rate; 0: unconfigured, the count-down never runs */
+	uint64_t timer_hz;	 /* the timer's input before the divider */
+	bool deadline_supported; /* CPUID.01H:ECX[24] as the guest sees it */
+	lapic_clock_fn clock;
+	void *clock_data;
+	/* timer state */
+	bool timer_armed;     /* one-shot/periodic count-down running */
+	uint64_t timer_t0;    /* TSC where the count-down (re)started... */
+	uint32_t timer_c0;    /* ...from this count */
+	uint64_t timer_fired; /* expiries since timer_t0 (periodic) */
+	uint64_t tsc_deadline;
+	uint64_t timer_irqs; /* timer interrupts raised into IRR */
 };
 
 void lapic_reset(struct lapic *l, uint32_t id);
@@ -70,8 +98,9 @@ uint32_t lapic_mmio_read(struct lapic *l, uint32_t offset);
 void lapic_mmio_write(struct lapic *l, uint32_t offset, uint32_t value);
 
 /*
- * x2APIC MSR 800H-8FFH: 0, -ENOENT (not an x2APIC MSR), -EINVAL (#GP:
- * x2APIC off, reserved/read-only register or reserved bits).
+ * x2APIC MSR 800H-8FFH and IA32_TSC_DEADLINE (6E0H, where supported): 0,
+ * -ENOENT (not an APIC MSR), -EINVAL (#GP: x2APIC off, reserved/read-only
+ * register or reserved bits).
  */
 int lapic_msr_read(struct lapic *l, uint32_t msr, uint64_t *ret_value);
 int lapic_msr_write(struct lapic *l, uint32_t msr, uint64_t value);
@@ -85,5 +114,41 @@ void lapic_ack(struct lapic *l, uint8_t vector);
 
 uint32_t lapic_lvtpc(const struct lapic *l);
 void lapic_set_lvtpc(struct lapic *l, uint32_t value);
+
+/*
+ * The timer's clocks (after lapic_reset): the guest TSC runs at tsc_hz and
+ * the timer counts timer_hz ticks per second before the divide
+ * configuration register divides them. On a part whose CPUID 15H
+ * enumerates the core crystal clock that is the crystal (§11.5.4): for
+ * Skylake-Server, 25 MHz against a 2.1 GHz TSC. deadline_supported says
+ * whether the guest's CPUID.01H:ECX[24] advertises TSC-deadline mode: if
+ * not, LVT timer bit 18 is reserved and MSR 6E0H does not exist. `clock`
+ * (may be NULL: time stands at 0) tells the guest TSC when the guest
+ * touches a register whose value depends on time (current count,
+ * IA32_TSC_DEADLINE, or any write that starts, stops or rescales the
+ * count); every register access first fires what has expired by then.
+ */
+void lapic_timer_config(struct lapic *l, uint64_t tsc_hz, uint64_t timer_hz,
+			bool deadline_supported, lapic_clock_fn clock, void *clock_data);
+
+/*
+ * The guest TSC at which the timer next raises an interrupt, or
+ * UINT64_MAX if it will not (disarmed, stopped, or its LVT entry is
+ * masked: a masked expiry wakes nothing). An emulator's HLT may jump the
+ * modelled clock straight there.
+ */
+uint64_t lapic_timer_next(const struct lapic *l);
+
+/*
+ * Bring the timer to guest TSC `now`: an expiry at or before it sets the
+ * LVT timer vector in IRR (unless masked), a one-shot count stops at 0,
+ * a periodic count reloads, a TSC deadline disarms and clears. Returns
+ * true if an interrupt was raised. Several periods that elapsed at once
+ * raise one interrupt, as IRR holds one bit per vector.
+ */
+bool lapic_timer_advance(struct lapic *l, uint64_t now);
+
+/* The current-count register's value at guest TSC `now` (§11.5.4). */
+uint32_t lapic_timer_current(const struct lapic *l, uint64_t now);
 
 #endif

@@ -1,19 +1,82 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * COM1 as a 16550A that is always ready to transmit and never receives,
- * isa-debug-exit, fw_cfg in its traditional I/O form, and the 8259 PIC
- * ports (accepted and ignored: the emulator has no legacy interrupts).
+ * The PC platform: port map, the devices too small for a file of their
+ * own, and the policy for ports nothing decodes.
+ *
+ *   20H-21H, A0H-A1H  8259 PICs: accepted and ignored, read back masked
+ *                     (FFH at 21H/A1H); no legacy interrupt is delivered
+ *   40H-43H           8254 PIT (pit.c)
+ *   60H, 64H          8042 keyboard controller, no keyboard (i8042.c)
+ *   61H               NMI status and control ("system control port B")
+ *   70H-71H           MC146818A RTC and CMOS RAM (rtc.c)
+ *   80H               POST code / I/O delay: ignored
+ *   F4H               isa-debug-exit (QEMU): exit (value << 1) | 1
+ *   2E8H, 2F8H, 3E8H  COM4, COM2, COM3: absent (8 ports each read FFH)
+ *   3F8H-3FFH         COM1, a 16550A
+ *   510H-511H         fw_cfg, traditional I/O interface (QEMU)
+ *   600H-60BH         ACPI PM1a event/control blocks, PM timer (acpi-pm.c)
+ *   CF8H, CFCH-CFFH   PCI configuration mechanism #1, no devices
+ *   CF9H              reset control
+ *
+ * Policy for every other port: reads return all ones, as an ISA bus with nothing on it does, writes
+ * are dropped, and the access is recorded once per (port, direction,
+ * size) so that `vpmu-vmm --verbose` lists what the guest touched that
+ * nothing models. An unknown port is never fatal. Accesses wider than a
+ * byte to byte-wide devices reach consecutive ports, as on the ISA bus.
+ *
+ * Port 61H (IBM PC/AT; Intel PCH datasheets' NMI_STS_CNT): bit 0 gates
+ * PIT counter 2, bit 1 enables the speaker, bits 2-3 are the SERR#/IOCHK
+ * NMI enables, all read back; bit 4 toggles with each DRAM refresh
+ * request, every 18 PIT clocks (15.09 us; Linux's delay calibration may
+ * poll it); bit 5 is PIT counter 2's OUT; bits 6-7 (NMI sources) read 0.
+ *
+ * PCI configuration mechanism #1 (PCI Local Bus Specification 3.0
+ * §3.2.2.3.2): a doubleword access at CF8H reaches CONFIG_ADDRESS (bit
+ * 31 enable, bits 30:24 and 1:0 read 0); CFCH-CFFH reach the function it
+ * selects. There is no function on bus 0 or any other, so every
+ * configuration read returns all ones (master abort) and writes vanish:
+ * Linux finds no host bridge and no devices. Byte and word accesses to
+ * CF8H-CFBH are ordinary I/O: CF9H is the reset control register, the
+ * others decode nothing (configuration mechanism #2 is absent) and read
+ * FFH.
+ *
+ * Reset control at CF9H (Intel PCH datasheets, RST_CNT): bits 3:1 read
+ * back; a write that sets RST_CPU (bit 2) resets the machine. The FADT
+ * names it as the ACPI reset register with value 06H.
+ *
+ * COM1: a 16550A (TI/NS PC16550D datasheet) that transmits at once and
+ * receives nothing from outside. LSR always has THRE and TEMT; FCR bit 0
+ * enables the FIFOs, shown in IIR bits 7:6; IIR never reports an
+ * interrupt because no IRQ 4 is delivered (Linux then drives the port
+ * with its backup timer, UART_BUG_THRE); MCR LOOP turns the modem
+ * control outputs into the MSR inputs (DTR->DSR, RTS->CTS, OUT1->RI,
+ * OUT2->DCD) and sends transmitted bytes back to RBR, which is how
+ * Linux's 8250 driver tests for a UART; outside loopback MSR shows DCD,
+ * DSR and CTS asserted. Registers: RBR/THR and DLL/DLM (DLAB), IER (bits
+ * 3:0), IIR/FCR, LCR, MCR (bits 4:0), LSR, MSR, SCR.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <string.h>
 
 #include "platform.h"
 
 #define UART_LCR_DLAB	     0x80
+#define UART_LSR_DR	     0x01
 #define UART_LSR_THRE	     0x20
 #define UART_LSR_TEMT	     0x40
 #define UART_IIR_NO_INT	     0x01
+#define UART_IIR_FIFO	     0xc0
+#define UART_FCR_FIFO	     0x01
+#define UART_MCR_LOOP	     0x10
 #define UART_MSR_DCD_DSR_CTS 0xb0
+
+#define SYS_CTRL_B_RW	   0x0f
+#define SYS_CTRL_B_REFRESH 0x10
+#define SYS_CTRL_B_OUT2	   0x20
+#define REFRESH_PIT_CLOCKS 18
+#define PCI_ADDR_MASK	   0x80fffffcu
+#define RST_CNT_RST_CPU	   0x04
 
 void platform_init(struct platform *p, FILE *serial_out, uint64_t ram_size, uint16_t cpus)
 {
@@ -21,74 +84,121 @@ void platform_init(struct platform *p, FILE *serial_out, uint64_t ram_size, uint
 	p->serial_out = serial_out;
 	p->ram_size = ram_size;
 	p->cpus = cpus;
+	platform_set_clock(p, 0, RTC_DEFAULT_EPOCH, NULL, NULL);
 }
 
-static int serial_io(struct platform *p, unsigned int reg, bool write, uint32_t *value)
+void platform_set_clock(struct platform *p, uint64_t tsc_hz, int64_t epoch, platform_clock_fn clock,
+			void *clock_data)
 {
-	uint8_t v = (uint8_t) *value;
+	p->tsc_hz = tsc_hz;
+	p->clock = clock;
+	p->clock_data = clock_data;
+	p->rtc_epoch = epoch;
+	rtc_init(&p->rtc, tsc_hz, epoch);
+	pit_init(&p->pit, tsc_hz);
+	i8042_init(&p->kbc);
+	acpi_pm_init(&p->pm, tsc_hz);
+	p->sys_ctrl_b = 0;
+}
+
+static uint64_t now(const struct platform *p)
+{
+	return p->clock ? p->clock(p->clock_data) : 0;
+}
+
+static void stop(struct platform *p, enum platform_stop why, int status)
+{
+	if (p->exited)
+		return;
+	p->exited = true;
+	p->stop = why;
+	p->exit_status = status;
+}
+
+static uint8_t uart_msr(const struct platform *p)
+{
+	uint8_t m = p->mcr;
+
+	if (!(m & UART_MCR_LOOP))
+		return UART_MSR_DCD_DSR_CTS;
+	return (uint8_t) ((m & 1) << 5 | (m & 2) << 3 | (m & 4) << 4 | (m & 8) << 4);
+}
+
+static void serial_io(struct platform *p, unsigned int reg, bool write, uint8_t *v)
+{
 	bool dlab = p->lcr & UART_LCR_DLAB;
 
 	if (write) {
 		switch (reg) {
 		case 0:
 			if (dlab) {
-				p->dll = v;
+				p->dll = *v;
+			} else if (p->mcr & UART_MCR_LOOP) {
+				p->rbr = *v;
+				p->rx_ready = true;
 			} else {
 				p->serial_bytes++;
 				if (p->serial_out) {
-					fputc(v, p->serial_out);
-					if (v == '\n')
+					fputc(*v, p->serial_out);
+					if (*v == '\n')
 						fflush(p->serial_out);
 				}
 			}
 			break;
 		case 1:
 			if (dlab)
-				p->dlm = v;
+				p->dlm = *v;
 			else
-				p->ier = v & 0x0f;
+				p->ier = *v & 0x0f;
+			break;
+		case 2:
+			p->fcr = *v;
 			break;
 		case 3:
-			p->lcr = v;
+			p->lcr = *v;
 			break;
 		case 4:
-			p->mcr = v & 0x1f;
+			p->mcr = *v & 0x1f;
 			break;
 		case 7:
-			p->scr = v;
+			p->scr = *v;
 			break;
 		default:
-			break; /* FCR, LSR, MSR writes: nothing to model */
+			break; /* LSR, MSR: writes change nothing here */
 		}
-		return 0;
+		return;
 	}
 	switch (reg) {
 	case 0:
-		*value = dlab ? p->dll : 0;
+		if (dlab) {
+			*v = p->dll;
+		} else {
+			*v = p->rbr;
+			p->rx_ready = false;
+		}
 		break;
 	case 1:
-		*value = dlab ? p->dlm : p->ier;
+		*v = dlab ? p->dlm : p->ier;
 		break;
 	case 2:
-		*value = UART_IIR_NO_INT;
+		*v = UART_IIR_NO_INT | (p->fcr & UART_FCR_FIFO ? UART_IIR_FIFO : 0);
 		break;
 	case 3:
-		*value = p->lcr;
+		*v = p->lcr;
 		break;
 	case 4:
-		*value = p->mcr;
+		*v = p->mcr;
 		break;
 	case 5:
-		*value = UART_LSR_THRE | UART_LSR_TEMT;
+		*v = UART_LSR_THRE | UART_LSR_TEMT | (p->rx_ready ? UART_LSR_DR : 0);
 		break;
 	case 6:
-		*value = UART_MSR_DCD_DSR_CTS;
+		*v = uart_msr(p);
 		break;
 	default:
-		*value = p->scr;
+		*v = p->scr;
 		break;
 	}
-	return 0;
 }
 
 /* The bytes of fw_cfg item `key` at `off`; -1 past its end. */
@@ -128,21 +238,164 @@ static int fw_cfg_byte(const struct platform *p, uint16_t key, uint32_t off)
 	return off < len ? buf[off] : -1;
 }
 
-int platform_io(struct platform *p, uint16_t port, unsigned int size, bool write, uint32_t *value)
+static bool absent_uart(uint16_t port)
 {
-	if (p->user_fn && port == p->user_port)
-		return p->user_fn(p->user_data, port, write, value);
-	if (port >= PORT_COM1 && port < PORT_COM1 + 8)
-		return serial_io(p, port - PORT_COM1, write, value);
+	uint16_t base = port & ~7u;
+
+	return base == 0x2f8 || base == 0x3e8 || base == 0x2e8;
+}
+
+static uint8_t sys_ctrl_b(struct platform *p, uint64_t t)
+{
+	uint64_t refresh = pit_ticks(&p->pit, t) / REFRESH_PIT_CLOCKS;
+
+	return (uint8_t) ((p->sys_ctrl_b & SYS_CTRL_B_RW) | (refresh & 1 ? SYS_CTRL_B_REFRESH : 0) |
+			  (pit_out(&p->pit, 2, t) ? SYS_CTRL_B_OUT2 : 0));
+}
+
+static void after_write(struct platform *p)
+{
+	if (p->kbc.reset)
+		stop(p, PLATFORM_STOP_RESET, 0);
+	if (p->pm.poweroff)
+		stop(p, PLATFORM_STOP_POWEROFF, 0);
+}
+
+/* Ports of the devices that count time: the PIT, port 61H, the PM timer. */
+static bool timed_port(uint16_t port)
+{
+	return (port >= 0x40 && port <= 0x43) || port == PORT_SYS_CTRL_B ||
+	       (port >= PORT_ACPI_PM_TMR && port < PORT_ACPI_PM_TMR + ACPI_PM_TMR_LEN);
+}
+
+/* One byte of a byte-wide device; false if nothing decodes `port`. */
+static bool byte_io(struct platform *p, uint16_t port, bool write, uint8_t *v, uint64_t t)
+{
+	if (port >= PORT_COM1 && port < PORT_COM1 + 8) {
+		serial_io(p, port - PORT_COM1, write, v);
+		return true;
+	}
+	if (absent_uart(port) || port == PORT_PCI_ADDR || port == PORT_PCI_ADDR + 2 ||
+	    port == PORT_PCI_ADDR + 3) {
+		if (!write)
+			*v = 0xff;
+		return true;
+	}
+	if (!p->tsc_hz && timed_port(port))
+		return false; /* no clock: no timers (see platform.h) */
+	if (acpi_pm_decodes(port)) {
+		if (write)
+			acpi_pm_write(&p->pm, port, *v, t);
+		else
+			*v = acpi_pm_read(&p->pm, port, t);
+		return true;
+	}
+	switch (port) {
+	case 0x20:
+	case 0x21:
+	case 0xa0:
+	case 0xa1: /* 8259 PICs: masked, ignored */
+	case 0x80: /* POST code / I/O delay */
+		if (!write)
+			*v = port == 0x21 || port == 0xa1 ? 0xff : 0;
+		return true;
+	case 0x40:
+	case 0x41:
+	case 0x42:
+	case 0x43:
+		if (write)
+			pit_write(&p->pit, port, *v, t);
+		else
+			*v = pit_read(&p->pit, port, t);
+		return true;
+	case PORT_SYS_CTRL_B:
+		if (write) {
+			p->sys_ctrl_b = *v & SYS_CTRL_B_RW;
+			pit_set_gate(&p->pit, 2, *v & 1, t);
+		} else {
+			*v = sys_ctrl_b(p, t);
+		}
+		return true;
+	case PORT_I8042_DATA:
+	case PORT_I8042_STATUS:
+		if (write)
+			i8042_write(&p->kbc, port, *v);
+		else
+			*v = i8042_read(&p->kbc, port);
+		return true;
+	case PORT_RTC_INDEX:
+	case PORT_RTC_DATA:
+		if (write)
+			rtc_write(&p->rtc, port, *v, t);
+		else
+			*v = rtc_read(&p->rtc, port, t);
+		return true;
+	case PORT_RST_CNT:
+		if (write) {
+			if ((*v & RST_CNT_RST_CPU) && !(p->rst_cnt & RST_CNT_RST_CPU))
+				stop(p, PLATFORM_STOP_RESET, 0);
+			p->rst_cnt = *v & 0x0e;
+		} else {
+			*v = p->rst_cnt;
+		}
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void note_unknown(struct platform *p, uint32_t addr, uint8_t size, bool write, bool msr)
+{
+	p->unknown_accesses++;
+	for (unsigned int i = 0; i < p->nr_unknown; i++) {
+		struct platform_unknown *u = &p->unknown[i];
+
+		if (u->addr == addr && u->size == size && u->write == write && u->msr == msr)
+			return;
+	}
+	if (p->nr_unknown == PLATFORM_UNKNOWN_MAX) {
+		p->unknown_dropped++;
+		return;
+	}
+	p->unknown[p->nr_unknown++] =
+		(struct platform_unknown){ .addr = addr, .size = size, .write = write, .msr = msr };
+}
+
+void platform_note_unknown_msr(struct platform *p, uint32_t msr, bool write)
+{
+	note_unknown(p, msr, 0, write, true);
+}
+
+void platform_print_unknown(const struct platform *p, FILE *f)
+{
+	for (unsigned int i = 0; i < p->nr_unknown; i++) {
+		const struct platform_unknown *u = &p->unknown[i];
+
+		if (u->msr)
+			fprintf(f, "guest %s MSR %#x, which is not modelled\n",
+				u->write ? "wrote" : "read", u->addr);
+		else
+			fprintf(f, "guest %s I/O port %#x (%u byte%s): no device, %s\n",
+				u->write ? "wrote" : "read", u->addr, u->size,
+				u->size == 1 ? "" : "s",
+				u->write ? "write dropped" : "read all ones");
+	}
+	if (p->unknown_dropped)
+		fprintf(f, "... and %" PRIu64 " more unmodelled ports or MSRs\n",
+			p->unknown_dropped);
+}
+
+/* Ports that take the whole access rather than a byte at a time. */
+static bool wide_io(struct platform *p, uint16_t port, unsigned int size, bool write,
+		    uint32_t *value)
+{
 	switch (port) {
 	case PORT_DEBUG_EXIT:
-		if (write) {
-			p->exited = true;
-			p->exit_status = (int) ((*value << 1) | 1);
-		} else {
+		if (write)
+			stop(p, PLATFORM_STOP_DEBUG_EXIT, (int) ((*value << 1) | 1));
+		else
 			*value = 0;
-		}
-		return 0;
+		return true;
 	case PORT_FW_CFG_SEL:
 		if (write) {
 			p->fw_sel = (uint16_t) *value;
@@ -150,7 +403,7 @@ int platform_io(struct platform *p, uint16_t port, unsigned int size, bool write
 		} else {
 			*value = p->fw_sel;
 		}
-		return 0;
+		return true;
 	case PORT_FW_CFG_DATA:
 		if (!write) {
 			uint32_t v = 0;
@@ -162,16 +415,58 @@ int platform_io(struct platform *p, uint16_t port, unsigned int size, bool write
 			}
 			*value = v;
 		}
-		return 0;
-	case 0x20:
-	case 0x21:
-	case 0xa0:
-	case 0xa1: /* 8259 PICs: masked, ignored */
-	case 0x80: /* POST code / I/O delay */
+		return true;
+	case PORT_PCI_ADDR:
+		if (size != 4)
+			return false; /* byte and word accesses are ordinary I/O */
+		if (write)
+			p->pci_addr = *value & PCI_ADDR_MASK;
+		else
+			*value = p->pci_addr;
+		return true;
+	case PORT_PCI_DATA:
+	case PORT_PCI_DATA + 1:
+	case PORT_PCI_DATA + 2:
+	case PORT_PCI_DATA + 3:
 		if (!write)
-			*value = port == 0x21 || port == 0xa1 ? 0xff : 0;
-		return 0;
+			*value = 0xffffffffu; /* no function answers: master abort */
+		return true;
 	default:
-		return -ENOENT;
+		return false;
 	}
+}
+
+int platform_io(struct platform *p, uint16_t port, unsigned int size, bool write, uint32_t *value)
+{
+	uint32_t v = 0, mask = size >= 4 ? 0xffffffffu : (1u << (8 * size)) - 1;
+	uint64_t t;
+	bool known = true;
+
+	if (p->user_fn && port == p->user_port)
+		return p->user_fn(p->user_data, port, write, value);
+	if (size != 1 && size != 2 && size != 4)
+		size = size < 1 ? 1 : 4;
+	if (wide_io(p, port, size, write, value)) {
+		if (!write)
+			*value &= mask;
+		return 0;
+	}
+	t = now(p);
+	for (unsigned int i = 0; i < size; i++) {
+		uint8_t b = (uint8_t) (*value >> (8 * i));
+
+		if (!byte_io(p, (uint16_t) (port + i), write, &b, t)) {
+			known = false;
+			b = 0xff;
+		}
+		v |= (uint32_t) b << (8 * i);
+	}
+	if (!write)
+		*value = v;
+	else
+		after_write(p);
+	if (known)
+		return 0;
+	note_unknown(p, port, (uint8_t) size, write, false);
+	return PLATFORM_IO_NONE;
 }

@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bits.h"
@@ -63,6 +66,7 @@ static void usage(FILE *f)
 		"  --pebs-dump FILE            at exit, write the guest's PEBS buffer to FILE "
 		"(read with vpmu-pebs)\n"
 		"  --max-insns N               stop with an error after N guest instructions\n"
+		"  --timeout SECONDS           stop with an error after this much wall time\n"
 		"  --pmu-filter FILE           allow/deny guest PMU events and fixed counters, as "
 		"KVM's\n"
 		"                              PMU event filter does (format: docs/pmu-filter.md)\n"
@@ -168,19 +172,25 @@ static void pmu_log(void *data, enum vpmu_log_level level, const char *msg)
 
 static void summary(struct emu *emu)
 {
+	struct emu_port ports[64];
 	struct emu_stats s;
+	size_t n;
 
 	emu_get_stats(emu, &s);
 	fprintf(stderr,
 		"vpmu-vmm: guest: %llu instructions, %llu cycles (modelled); %llu blocks, "
 		"%llu instructions single-stepped in %llu stretches, %llu stops after an "
-		"overflowing "
-		"instruction; %llu TB flushes, %llu aliases (%llu flushes)\n",
+		"overflowing instruction; %llu TB flushes\n",
 		(unsigned long long) s.instructions, (unsigned long long) s.cycles,
 		(unsigned long long) s.blocks, (unsigned long long) s.stepped,
 		(unsigned long long) s.step_entries, (unsigned long long) s.until_stops,
-		(unsigned long long) s.tb_flushes, (unsigned long long) s.aliases,
-		(unsigned long long) s.alias_flushes);
+		(unsigned long long) s.tb_flushes);
+	fprintf(stderr,
+		"vpmu-vmm: memory: %llu windows, %llu pages mapped on first touch, %llu dropped "
+		"at %llu paging changes, %llu full drops, %llu writes to translated code\n",
+		(unsigned long long) s.windows, (unsigned long long) s.window_pages,
+		(unsigned long long) s.window_unmaps, (unsigned long long) s.resyncs,
+		(unsigned long long) s.window_flushes, (unsigned long long) s.smc_events);
 	fprintf(stderr,
 		"vpmu-vmm: exits: %llu MSR, %llu CPUID, %llu RDPMC, %llu I/O; events: %llu "
 		"interrupts, %llu NMIs, %llu exceptions, %llu PMIs\n",
@@ -193,6 +203,12 @@ static void summary(struct emu *emu)
 			"vpmu-vmm: host-counter overflows: %llu stopped the guest to poll the "
 			"vPMU\n",
 			(unsigned long long) s.kicks);
+	n = emu_unknown_ports(emu, ports, sizeof(ports) / sizeof(ports[0]));
+	for (size_t i = 0; i < n; i++)
+		fprintf(stderr,
+			"vpmu-vmm: guest %s I/O port %#x (%u bytes) where no device is: reads "
+			"all ones, writes dropped\n",
+			ports[i].write ? "wrote" : "read", ports[i].port, ports[i].size);
 	summary_vpmu(emu_vpmu(emu));
 }
 
@@ -246,26 +262,11 @@ static void summary_vpmu(struct vpmu_vcpu *vcpu)
 
 /* ---- the stats endpoint (--stats PATH): stats-server.c --------------------- */
 
-/* SIGINT/SIGTERM while the socket exists: remove it, then die of the signal. */
-static void stats_signal(int sig)
-{
-	stats_server_unlink_path();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
 static int stats_start(struct stats_server **srv, const char *path, struct vpmu_vcpu *vcpu,
 		       char *err, size_t errlen)
 {
-	struct sigaction sa = { .sa_handler = stats_signal };
-	int r = stats_server_start(path, &vcpu, vcpu ? 1 : 0, srv, err, errlen);
-
-	if (r < 0)
-		return r;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	return 0;
+	/* the stop signals' handler removes the socket (stats_server_unlink_path) */
+	return stats_server_start(path, &vcpu, vcpu ? 1 : 0, srv, err, errlen);
 }
 
 /* ---- the PEBS dump (--pebs-dump FILE) ------------------------------------ */
@@ -406,6 +407,68 @@ static int pebs_dump(struct emu *emu, const char *path, char *err, size_t errlen
  * does nothing but interrupt. The emulator takes no signals: it finds
  * the overflow records between blocks (emu_config.pmu_signo = -1).
  */
+/*
+ * SIGINT, SIGTERM (and SIGALRM for --timeout) stop the guest where it is:
+ * the run loop returns, vpmu-vmm says where the guest was, prints its
+ * summary, removes the stats socket and exits 130 / 143 (2 for the
+ * timeout). The handlers are installed before anything else, even when
+ * the signals were inherited as ignored. A second SIGINT or SIGTERM ends
+ * the process at once (the socket is still removed).
+ */
+static volatile sig_atomic_t stop_sig;
+static struct emu *volatile stop_emu;
+static struct kvm_vm *volatile stop_vm;
+
+static void on_stop_signal(int sig)
+{
+	if (stop_sig && sig != SIGALRM) {
+		stats_server_unlink_path();
+		_exit(128 + sig);
+	}
+	if (!stop_sig)
+		stop_sig = sig;
+	if (stop_emu)
+		emu_interrupt(stop_emu);
+	if (stop_vm)
+		kvm_vm_interrupt(stop_vm);
+}
+
+static void stop_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGALRM, &sa, NULL);
+}
+
+/* The exit status for a run a stop signal ended, after one line saying so. */
+static int stopped_status(const char *where, double timeout)
+{
+	if (stop_sig == SIGALRM) {
+		fprintf(stderr, "vpmu-vmm: --timeout %g: the guest did not exit in time; %s\n",
+			timeout, where);
+		return EXIT_VMM_ERROR;
+	}
+	fprintf(stderr, "vpmu-vmm: stopped by %s; %s\n", stop_sig == SIGINT ? "SIGINT" : "SIGTERM",
+		where);
+	return 128 + stop_sig;
+}
+
+static int arm_timeout(double seconds)
+{
+	struct itimerval it = {
+		{ 0, 0 }, { (time_t) seconds, (suseconds_t) ((seconds - (time_t) seconds) * 1e6) }
+	};
+
+	if (seconds <= 0)
+		return 0;
+	if (!it.it_value.tv_sec && !it.it_value.tv_usec)
+		it.it_value.tv_usec = 1;
+	return setitimer(ITIMER_REAL, &it, NULL);
+}
+
 static void on_host_signal(int sig)
 {
 	(void) sig;
@@ -449,6 +512,7 @@ struct run_args {
 	const void *image, *initrd_data;
 	size_t size, initrd_size;
 	bool verbose;
+	double timeout;
 };
 
 static int run_kvm(const struct kvm_vm_config *kc, const struct run_args *a)
@@ -486,15 +550,25 @@ static int run_kvm(const struct kvm_vm_config *kc, const struct run_args *a)
 		kvm_vm_free(vm);
 		return EXIT_VMM_ERROR;
 	}
-	r = kvm_vm_run(vm, &status, err, sizeof(err));
+	stop_vm = vm;
+	if (stop_sig) {
+		r = 0; /* stopped before it started */
+	} else {
+		arm_timeout(a->timeout);
+		r = kvm_vm_run(vm, &status, err, sizeof(err));
+	}
+	stop_vm = NULL;
 	fflush(stdout);
-	if (r < 0) {
+	if (stop_sig) {
+		kvm_vm_describe(vm, err, sizeof(err));
+		status = stopped_status(err, a->timeout);
+	} else if (r < 0) {
 		fprintf(stderr, "vpmu-vmm: %s\n", err);
 		status = EXIT_VMM_ERROR;
 	}
 	stats_server_stop(srv);
 	srv = NULL;
-	if (a->verbose) {
+	if (a->verbose || stop_sig) {
 		struct kvm_vm_stats st;
 
 		kvm_vm_stats(vm, &st);
@@ -524,6 +598,7 @@ int main(int argc, char **argv)
 		{ "stats", required_argument, NULL, 's' },
 		{ "pebs-dump", required_argument, NULL, 'P' },
 		{ "max-insns", required_argument, NULL, 'n' },
+		{ "timeout", required_argument, NULL, 'T' },
 		{ "pmu-filter", required_argument, NULL, 'F' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "smp", required_argument, NULL, 'S' },
@@ -540,11 +615,13 @@ int main(int argc, char **argv)
 	char err[512];
 	void *image, *initrd_data = NULL;
 	size_t size, initrd_size = 0;
-	bool verbose = false, use_kvm;
+	bool verbose = false, use_kvm, linux = false;
+	double timeout = 0;
 	unsigned int smp = 1;
 	char why[256];
 	int c, r, status = 0;
 
+	stop_signals(); /* first: before the stats socket exists, so it is never left behind */
 	emu_config_init(&cfg);
 	cfg.pmu_log = pmu_log;
 	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
@@ -578,9 +655,33 @@ int main(int argc, char **argv)
 		case 'P':
 			dump = optarg;
 			break;
-		case 'n':
-			cfg.max_instructions = strtoull(optarg, NULL, 0);
+		case 'n': {
+			char *end;
+
+			errno = 0;
+			cfg.max_instructions = strtoull(optarg, &end, 0);
+			if (errno || *end || !cfg.max_instructions) {
+				fprintf(stderr,
+					"vpmu-vmm: --max-insns %s: give a number of instructions "
+					"above 0\n",
+					optarg);
+				return EXIT_VMM_ERROR;
+			}
 			break;
+		}
+		case 'T': {
+			char *end;
+
+			timeout = strtod(optarg, &end);
+			if (*end || !(timeout > 0) || timeout > 1e6) {
+				fprintf(stderr,
+					"vpmu-vmm: --timeout %s: give seconds of wall time, e.g. "
+					"30 or 0.5\n",
+					optarg);
+				return EXIT_VMM_ERROR;
+			}
+			break;
+		}
 		case 'F':
 			filter_path = optarg;
 			break;
@@ -656,7 +757,8 @@ int main(int argc, char **argv)
 				      .append = append,
 				      .initrd = initrd,
 				      .stats = stats,
-				      .verbose = verbose };
+				      .verbose = verbose,
+				      .timeout = timeout };
 
 		if (!strcmp(counters, "exact")) {
 			fprintf(stderr,
@@ -754,14 +856,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "vpmu-vmm: %s\n", err);
 		return EXIT_VMM_ERROR;
 	}
-	if (is_bzimage(image, size)) {
-		fprintf(stderr,
-			"vpmu-vmm: %s is a Linux bzImage, which boots with --accel kvm; the "
-			"emulator runs multiboot and ELF64 kernels\n",
-			argv[optind]);
-		free(image);
-		return EXIT_VMM_ERROR;
-	}
+	linux = is_bzimage(image, size);
+	if (linux)
+		cfg.layout = EMU_LAYOUT_LINUX;
 	if (initrd) {
 		initrd_data = read_file(initrd, &initrd_size, err, sizeof(err));
 		if (!initrd_data) {
@@ -779,7 +876,10 @@ int main(int argc, char **argv)
 		status = EXIT_VMM_ERROR;
 		goto out;
 	}
-	{
+	if (linux) {
+		r = emu_load_linux(emu, image, size, append, initrd_data, initrd_size, err,
+				   sizeof(err));
+	} else {
 		struct vmm_ram ram = emu_ram(emu);
 
 		r = vmm_load_kernel(&ram, image, size, append, initrd ? &mod : NULL, initrd ? 1 : 0,
@@ -795,11 +895,20 @@ int main(int argc, char **argv)
 		status = EXIT_VMM_ERROR;
 		goto out;
 	}
-	r = emu_boot(emu, &boot, 0, err, sizeof(err));
-	if (r == 0)
+	r = linux ? 0 : emu_boot(emu, &boot, 0, err, sizeof(err));
+	stop_emu = emu;
+	if (r == 0 && stop_sig) {
+		emu_describe(emu, err, sizeof(err));
+		r = -EINTR; /* stopped before it started */
+	} else if (r == 0) {
+		arm_timeout(timeout);
 		r = emu_run(emu, &status, err, sizeof(err));
+	}
+	stop_emu = NULL;
 	fflush(stdout);
-	if (r < 0) {
+	if (r == -EINTR) {
+		status = stopped_status(err, timeout);
+	} else if (r < 0) {
 		fprintf(stderr, "vpmu-vmm: %s\n", err);
 		status = EXIT_VMM_ERROR;
 	}
@@ -810,7 +919,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "vpmu-vmm: %s\n", err);
 		status = EXIT_VMM_ERROR;
 	}
-	if (verbose)
+	if (verbose || r == -EINTR)
 		summary(emu);
 out:
 	stats_server_stop(srv);

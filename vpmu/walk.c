@@ -45,6 +45,7 @@ static_assert(WALK_MAXPHYADDR >= PSE36_MAXPHYADDR && WALK_MAXPHYADDR <= ADDR_FIE
 #define X86_CR0_WP   BIT_ULL(16)
 #define X86_CR0_PG   BIT_ULL(31)
 #define X86_CR4_PSE  BIT_ULL(4)
+#define X86_CR4_PGE  BIT_ULL(7)
 #define X86_CR4_PAE  BIT_ULL(5)
 #define X86_CR4_LA57 BIT_ULL(12)
 #define X86_CR4_SMAP BIT_ULL(21)
@@ -58,6 +59,7 @@ static_assert(WALK_MAXPHYADDR >= PSE36_MAXPHYADDR && WALK_MAXPHYADDR <= ADDR_FIE
 #define PTE_A  BIT_ULL(5)
 #define PTE_D  BIT_ULL(6)
 #define PTE_PS BIT_ULL(7)
+#define PTE_G  BIT_ULL(8) /* in the entry that maps the page */
 #define PTE_XD BIT_ULL(63)
 
 /* Table 4-8: PAE PDPTE bits 2:1 and 8:5 are reserved (no R/W, U/S, A) */
@@ -221,6 +223,7 @@ static int walk_32bit(const struct guest_mem *mem, const struct walk_paging *p, 
 		if (pde & PSE36_PDE_RSVD)
 			return -EFAULT;
 		leaf(res, gla, (pde & GENMASK_ULL(31, 22)) | (hi << 32), BIT_ULL(22));
+		res->global = (p->cr4 & X86_CR4_PGE) && (pde & PTE_G);
 		return 0;
 	}
 
@@ -233,6 +236,7 @@ static int walk_32bit(const struct guest_mem *mem, const struct walk_paging *p, 
 	res->writable &= !!(pte & PTE_RW);
 	res->user &= !!(pte & PTE_US);
 	leaf(res, gla, pte & GENMASK_ULL(31, 12), PAGE_SIZE);
+	res->global = (p->cr4 & X86_CR4_PGE) && (pte & PTE_G);
 	return 0;
 }
 
@@ -290,6 +294,7 @@ static int walk_64bit(const struct guest_mem *mem, const struct walk_paging *p, 
 		/* bit 7 of a PTE is PAT, not PS */
 		if (level == 1 || (level <= 3 && (e & PTE_PS))) {
 			leaf(res, gla, e & addr_mask, BIT_ULL(shift));
+			res->global = (p->cr4 & X86_CR4_PGE) && (e & PTE_G);
 			return 0;
 		}
 		table = e & addr_mask;

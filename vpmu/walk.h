@@ -50,6 +50,7 @@ struct walk_result {
 	bool writable;	    /* effective R/W over all levels */
 	bool user;	    /* effective U/S over all levels */
 	bool nx;	    /* effective XD (only with EFER.NXE) */
+	bool global; /* G in the entry that maps the page, with CR4.PGE: a MOV to CR3 keeps it */
 };
 
 /*

@@ -50,15 +50,15 @@ int main(uint64_t arg)
 
 	/* a load from an unmapped page: error code 0 (not present, read, supervisor) */
 	pf_map_va = VA_LOAD, pf_map_pa = PA_DATA, pf_map_flags = PTE_W;
+	/* clang-format off */
 	__asm__ volatile("xor %%ebx, %%ebx\n\t"
 			 "inc %%rbx\n"
 			 ".globl pf_load\n"
 			 "pf_load:\n\t"
 			 "mov (%2), %%rcx\n\t"
 			 "inc %%rbx\n\t"
-			 : "=&b"(rbx), "=&c"(rcx)
-			 : "r"(VA_LOAD)
-			 : "memory");
+			 : "=&b"(rbx), "=&c"(rcx) : "r"(VA_LOAD) : "memory");
+	/* clang-format on */
 	printf("load: #PF at %lx, CR2 %lx, error %lx; rbx %lu, rcx %lx\n", pf_rip, pf_cr2, pf_err,
 	       rbx, rcx);
 	report(pfs == 1, "load: one #PF");
@@ -72,10 +72,11 @@ int main(uint64_t arg)
 	map_page(VA_LOAD + 0x1000, PA_RO, 0);
 	(void) *(volatile uint64_t *) (VA_LOAD + 0x1000);
 	pf_map_va = VA_LOAD + 0x1000, pf_map_pa = PA_RO, pf_map_flags = PTE_W;
+	/* clang-format off */
 	__asm__ volatile(".globl pf_store\n"
 			 "pf_store:\n\t"
-			 "movq $0x5678, (%0)\n\t" ::"r"(VA_LOAD + 0x1000)
-			 : "memory");
+			 "movq $0x5678, (%0)\n\t" :: "r"(VA_LOAD + 0x1000) : "memory");
+	/* clang-format on */
 	report(pfs == 2, "store: one #PF");
 	report(pf_rip == (uint64_t) pf_store, "store: frame RIP = the faulting mov");
 	report(pf_cr2 == VA_LOAD + 0x1000, "store: CR2 = the linear address");

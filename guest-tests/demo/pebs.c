@@ -78,6 +78,7 @@ extern char seq_loop[], seq_cmp[], seq_end[];
 extern uint64_t seq_rsp;
 uint64_t seq_rsp;
 
+/* clang-format off */
 __asm__(".text\n"
 	".globl pebs_seq\n"
 	"pebs_seq:\n\t"
@@ -88,43 +89,37 @@ __asm__(".text\n"
 	"shr $32, %rdx\n\t"
 	"mov $0x38f, %ecx\n\t"
 	"wrmsr\n\t"
-	"movabs $" STR(
-		V_RAX0) ", %rax\n\t"
-			"movabs $" STR(
-				V_RBX) ", %rbx\n\t"
-				       "movabs $" STR(
-					       V_RCX) ", %rcx\n\t"
-						      "movabs $" STR(
-							      V_RDX) ", %rdx\n\t"
-								     "movabs $" STR(
-									     V_RSI) ", %rsi\n\t"
-										    "movabs $" STR(V_RDI) ", %rdi\n\t"
-													  "movabs $" STR(V_RBP) ", %rbp\n\t"
-																"movabs $" STR(V_R8) ", %r8\n\t"
-																		     "movabs $" STR(V_R9) ", %r9\n\t"
-																					  "movabs $" STR(V_R10) ", %r10\n\t"
-																								"movabs $" STR(V_R11) ", %r11\n\t"
-																										      "movabs $" STR(V_R12) ", %r12\n\t"
-																													    "movabs $" STR(V_R13) ", %r13\n\t"
-																																  "movabs $" STR(
-																																	  V_R14) ", %r14\n\t"
-																																		 "movabs $" STR(
-																																			 V_R15) ", %r15\n"
-																																				".globl seq_loop\n"
-																																				"seq_loop:\n\t"
-																																				"inc %rax\n"
-																																				".globl seq_cmp\n"
-																																				"seq_cmp:\n\t"
-																																				"cmp %rax, %rbx\n\t"
-																																				"jne seq_loop\n"
-																																				".globl seq_end\n"
-																																				"seq_end:\n\t"
-																																				"mov $0x38f, %ecx\n\t"
-																																				"xor %eax, %eax\n\t"
-																																				"xor %edx, %edx\n\t"
-																																				"wrmsr\n\t"
-																																				"pop %r15\n\tpop %r14\n\tpop %r13\n\tpop %r12\n\tpop %rbp\n\tpop %rbx\n\t"
-																																				"ret\n");
+	"movabs $" STR(V_RAX0) ", %rax\n\t"
+	"movabs $" STR(V_RBX) ", %rbx\n\t"
+	"movabs $" STR(V_RCX) ", %rcx\n\t"
+	"movabs $" STR(V_RDX) ", %rdx\n\t"
+	"movabs $" STR(V_RSI) ", %rsi\n\t"
+	"movabs $" STR(V_RDI) ", %rdi\n\t"
+	"movabs $" STR(V_RBP) ", %rbp\n\t"
+	"movabs $" STR(V_R8) ", %r8\n\t"
+	"movabs $" STR(V_R9) ", %r9\n\t"
+	"movabs $" STR(V_R10) ", %r10\n\t"
+	"movabs $" STR(V_R11) ", %r11\n\t"
+	"movabs $" STR(V_R12) ", %r12\n\t"
+	"movabs $" STR(V_R13) ", %r13\n\t"
+	"movabs $" STR(V_R14) ", %r14\n\t"
+	"movabs $" STR(V_R15) ", %r15\n"
+	".globl seq_loop\n"
+	"seq_loop:\n\t"
+	"inc %rax\n"
+	".globl seq_cmp\n"
+	"seq_cmp:\n\t"
+	"cmp %rax, %rbx\n\t"
+	"jne seq_loop\n"
+	".globl seq_end\n"
+	"seq_end:\n\t"
+	"mov $0x38f, %ecx\n\t"
+	"xor %eax, %eax\n\t"
+	"xor %edx, %edx\n\t"
+	"wrmsr\n\t"
+	"pop %r15\n\tpop %r14\n\tpop %r13\n\tpop %r12\n\tpop %rbp\n\tpop %rbx\n\t"
+	"ret\n");
+/* clang-format on */
 
 static volatile uint64_t ds_area[32] __attribute__((aligned(64)));
 static volatile uint8_t pebs_buf[4096] __attribute__((aligned(4096)));

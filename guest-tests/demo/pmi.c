@@ -44,18 +44,21 @@ static void on_exc(struct frame *f)
 
 static void run_counted(void)
 {
-	__asm__ volatile("mov $0x38f, %%ecx\n\t"
-			 "mov $1, %%eax\n\t"
-			 "xor %%edx, %%edx\n\t"
-			 "wrmsr\n\t"
-			 "mov $2000, %%ecx\n"
-			 ".globl pmi_loop\n"
-			 "pmi_loop:\n\t"
-			 "dec %%ecx\n"
-			 ".globl pmi_jnz\n"
-			 "pmi_jnz:\n\t"
-			 "jnz pmi_loop\n\t" ::
-				 : "eax", "ecx", "edx", "memory");
+	/* clang-format off */
+	__asm__ volatile(
+		"mov $0x38f, %%ecx\n\t"
+		"mov $1, %%eax\n\t"
+		"xor %%edx, %%edx\n\t"
+		"wrmsr\n\t"
+		"mov $2000, %%ecx\n"
+		".globl pmi_loop\n"
+		"pmi_loop:\n\t"
+		"dec %%ecx\n"
+		".globl pmi_jnz\n"
+		"pmi_jnz:\n\t"
+		"jnz pmi_loop\n\t"
+		::: "eax", "ecx", "edx", "memory");
+	/* clang-format on */
 }
 
 static void arm(uint32_t lvt)

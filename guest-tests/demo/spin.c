@@ -39,20 +39,22 @@ static void on_pmi(struct frame *f)
 /* dec/jnz `n` times between the WRMSRs that enable `ctrl` and disable everything */
 static void run_counted(uint64_t ctrl, uint32_t n)
 {
-	__asm__ volatile("mov $0x38f, %%ecx\n\t"
-			 "wrmsr\n\t"
-			 "mov %2, %%ecx\n"
-			 "1:\n\t"
-			 "dec %%ecx\n\t"
-			 "jnz 1b\n\t"
-			 "mov $0x38f, %%ecx\n\t"
-			 "xor %%eax, %%eax\n\t"
-			 "xor %%edx, %%edx\n\t"
-			 "wrmsr\n\t"
-			 : "+a"((uint32_t){ (uint32_t) ctrl }),
-			   "+d"((uint32_t){ (uint32_t) (ctrl >> 32) })
-			 : "r"(n)
-			 : "ecx", "memory");
+	/* clang-format off */
+	__asm__ volatile(
+		"mov $0x38f, %%ecx\n\t"
+		"wrmsr\n\t"
+		"mov %2, %%ecx\n"
+		"1:\n\t"
+		"dec %%ecx\n\t"
+		"jnz 1b\n\t"
+		"mov $0x38f, %%ecx\n\t"
+		"xor %%eax, %%eax\n\t"
+		"xor %%edx, %%edx\n\t"
+		"wrmsr\n\t"
+		: "+a"((uint32_t){ (uint32_t)ctrl }), "+d"((uint32_t){ (uint32_t)(ctrl >> 32) })
+		: "r"(n)
+		: "ecx", "memory");
+	/* clang-format on */
 }
 
 int main(uint64_t arg)

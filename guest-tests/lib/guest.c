@@ -164,9 +164,10 @@ int rdmsr_safe(uint32_t msr, uint64_t *ret)
 int wrmsr_safe(uint32_t msr, uint64_t val)
 {
 	fault_vector = 0;
-	__asm__ volatile(SAFE_INSN("wrmsr")::"c"(msr), "a"((uint32_t) val),
-			 "d"((uint32_t) (val >> 32))
-			 : "memory");
+	/* clang-format off */
+	__asm__ volatile(SAFE_INSN("wrmsr") :: "c"(msr), "a"((uint32_t)val),
+			 "d"((uint32_t)(val >> 32)) : "memory");
+	/* clang-format on */
 	return fault_vector;
 }
 

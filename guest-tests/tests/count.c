@@ -85,7 +85,9 @@ extern char user_entry[], user_int_end[], user_gate[], user_page[];
 uint64_t mid_rdpmc, mid_rdmsr, ring0_rsp;
 uint64_t frame_rip, frame_cs, frame_rsp, frame_ss;
 
-__asm__(".pushsection .text\n"
+/* clang-format off */
+__asm__(
+	".pushsection .text\n"
 	/* rdi = GLOBAL_CTRL value, esi = N */
 	".globl count_loop\n"
 	"count_loop:\n\t"
@@ -155,85 +157,71 @@ __asm__(".pushsection .text\n"
 	"push %r15\n\t"
 	"pushfq\n\t"
 	"mov %rsp, ring0_rsp(%rip)\n\t"
-	"mov $" xstr(
-		USER_DS) ", %eax\n\t"
-			 "mov %eax, %ds\n\t"
-			 "mov %eax, %es\n\t"
-			 "pushq $" xstr(
-				 USER_DS) "\n\t"
-					  "lea user_stack+4096(%rip), %rax\n\t"
-					  "push %rax\n\t"
-					  "pushq $2\n\t" /* RFLAGS: IF = 0, IOPL 0 */
-					  "pushq $" xstr(
-						  USER_CS) "\n\t"
-							   "lea user_entry(%rip), %rax\n\t"
-							   "push %rax\n\t"
-							   "mov %rdi, %rax\n\t"
-							   "mov %rdi, %rdx\n\t"
-							   "shr $32, %rdx\n\t"
-							   "mov $0x38f, %ecx\n\t"
-							   "wrmsr\n\t" /* OS #1: counting starts */
-							   "iretq\n"   /* OS #2 */
+	"mov $" xstr(USER_DS) ", %eax\n\t"
+	"mov %eax, %ds\n\t"
+	"mov %eax, %es\n\t"
+	"pushq $" xstr(USER_DS) "\n\t"
+	"lea user_stack+4096(%rip), %rax\n\t"
+	"push %rax\n\t"
+	"pushq $2\n\t"			/* RFLAGS: IF = 0, IOPL 0 */
+	"pushq $" xstr(USER_CS) "\n\t"
+	"lea user_entry(%rip), %rax\n\t"
+	"push %rax\n\t"
+	"mov %rdi, %rax\n\t"
+	"mov %rdi, %rdx\n\t"
+	"shr $32, %rdx\n\t"
+	"mov $0x38f, %ecx\n\t"
+	"wrmsr\n\t"			/* OS #1: counting starts */
+	"iretq\n"			/* OS #2 */
 
-							   /* The DPL-3 gate's target, at CPL 0 on
-							      the TSS RSP0 stack. */
-							   ".globl user_gate\n"
-							   "user_gate:\n\t"
-							   "xor %eax, %eax\n\t"	  /* OS #3 */
-							   "xor %edx, %edx\n\t"	  /* OS #4 */
-							   "mov $0x38f, %ecx\n\t" /* OS #5 */
-							   "wrmsr\n\t" /* counting stops */
-							   "mov 0(%rsp), %rax\n\t"
-							   "mov %rax, frame_rip(%rip)\n\t"
-							   "mov 8(%rsp), %rax\n\t"
-							   "mov %rax, frame_cs(%rip)\n\t"
-							   "mov 24(%rsp), %rax\n\t"
-							   "mov %rax, frame_rsp(%rip)\n\t"
-							   "mov 32(%rsp), %rax\n\t"
-							   "mov %rax, frame_ss(%rip)\n\t"
-							   "mov $" xstr(
-								   KERNEL_DS) ", %eax\n\t"
-									      "mov %eax, %ds\n\t"
-									      "mov %eax, %es\n\t"
-									      "mov %eax, %ss\n\t"
-									      "mov "
-									      "ring0_rsp(%rip), "
-									      "%rsp\n\t"
-									      "popfq\n\t"
-									      "pop %r15\n\t"
-									      "pop %r14\n\t"
-									      "pop %r13\n\t"
-									      "pop %r12\n\t"
-									      "pop %rbp\n\t"
-									      "pop %rbx\n\t"
-									      "ret\n"
-									      ".popsection\n"
+	/* The DPL-3 gate's target, at CPL 0 on the TSS RSP0 stack. */
+	".globl user_gate\n"
+	"user_gate:\n\t"
+	"xor %eax, %eax\n\t"		/* OS #3 */
+	"xor %edx, %edx\n\t"		/* OS #4 */
+	"mov $0x38f, %ecx\n\t"		/* OS #5 */
+	"wrmsr\n\t"			/* counting stops */
+	"mov 0(%rsp), %rax\n\t"
+	"mov %rax, frame_rip(%rip)\n\t"
+	"mov 8(%rsp), %rax\n\t"
+	"mov %rax, frame_cs(%rip)\n\t"
+	"mov 24(%rsp), %rax\n\t"
+	"mov %rax, frame_rsp(%rip)\n\t"
+	"mov 32(%rsp), %rax\n\t"
+	"mov %rax, frame_ss(%rip)\n\t"
+	"mov $" xstr(KERNEL_DS) ", %eax\n\t"
+	"mov %eax, %ds\n\t"
+	"mov %eax, %es\n\t"
+	"mov %eax, %ss\n\t"
+	"mov ring0_rsp(%rip), %rsp\n\t"
+	"popfq\n\t"
+	"pop %r15\n\t"
+	"pop %r14\n\t"
+	"pop %r13\n\t"
+	"pop %r12\n\t"
+	"pop %rbp\n\t"
+	"pop %rbx\n\t"
+	"ret\n"
+	".popsection\n"
 
-									      /* The ring-3 code,
-										 alone in its 4 KiB
-										 page: the only code
-										 page with U set. */
-									      ".pushsection "
-									      ".text.user, \"ax\"\n"
-									      ".balign 4096\n"
-									      ".globl user_page\n"
-									      "user_page:\n"
-									      ".globl user_entry\n"
-									      "user_entry:\n\t"
-									      "mov %esi, %ecx\n" /* USR #1 */
-									      "1:\n\t"
-									      "dec %ecx\n\t"
-									      "jnz 1b\n\t" /* USR #2
-											      ..
-											      #2N+1
-											    */
-									      "int $" xstr(
-										      USER_VECTOR) "\n" /* USR #2N+2 */
-												   ".globl user_int_end\n"
-												   "user_int_end:\n\t"
-												   "ud2\n"
-												   ".balign 4096\n"
-												   ".popsection\n");
+	/* The ring-3 code, alone in its 4 KiB page: the only code page with U set. */
+	".pushsection .text.user, \"ax\"\n"
+	".balign 4096\n"
+	".globl user_page\n"
+	"user_page:\n"
+	".globl user_entry\n"
+	"user_entry:\n\t"
+	"mov %esi, %ecx\n"		/* USR #1 */
+	"1:\n\t"
+	"dec %ecx\n\t"
+	"jnz 1b\n\t"			/* USR #2 .. #2N+1 */
+	"int $" xstr(USER_VECTOR) "\n"	/* USR #2N+2 */
+	".globl user_int_end\n"
+	"user_int_end:\n\t"
+	"ud2\n"
+	".balign 4096\n"
+	".popsection\n");
+/* clang-format on */
 
 uint8_t user_stack[4096] __attribute__((aligned(4096)));
 static uint8_t ring0_stack[4096] __attribute__((aligned(16)));
@@ -274,21 +262,21 @@ static void gdt_load(void)
 	gdt[5] = (limit & 0xffff) | (base & 0xffffff) << 16 | 0x89ull << 40 |
 		 (limit >> 16 & 0xf) << 48 | (base >> 24 & 0xff) << 56;
 	gdt[6] = base >> 32;
-	__asm__ volatile(
-		"lgdt %0\n\t"
-		"pushq $" xstr(
-			KERNEL_CS) "\n\t"
-				   "lea 1f(%%rip), %%rax\n\t"
-				   "push %%rax\n\t"
-				   "lretq\n"
-				   "1:\n\t"
-				   "mov $" xstr(KERNEL_DS) ", %%eax\n\t"
-							   "mov %%eax, %%ds\n\t"
-							   "mov %%eax, %%es\n\t"
-							   "mov %%eax, %%ss\n\t"
-							   "mov $" xstr(TSS_SEL) ", %%eax\n\t"
-										 "ltr %%ax" ::"m"(d)
-		: "rax", "memory");
+	/* clang-format off */
+	__asm__ volatile("lgdt %0\n\t"
+			 "pushq $" xstr(KERNEL_CS) "\n\t"
+			 "lea 1f(%%rip), %%rax\n\t"
+			 "push %%rax\n\t"
+			 "lretq\n"
+			 "1:\n\t"
+			 "mov $" xstr(KERNEL_DS) ", %%eax\n\t"
+			 "mov %%eax, %%ds\n\t"
+			 "mov %%eax, %%es\n\t"
+			 "mov %%eax, %%ss\n\t"
+			 "mov $" xstr(TSS_SEL) ", %%eax\n\t"
+			 "ltr %%ax"
+			 :: "m"(d) : "rax", "memory");
+	/* clang-format on */
 }
 
 /* A 64-bit interrupt gate (SDM Vol. 3A 6.14.1) with DPL 3, so INT from ring 3 may use it. */

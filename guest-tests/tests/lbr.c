@@ -83,41 +83,44 @@ static void __attribute__((noinline)) lbr_seq(uint64_t dbg)
 {
 	uint64_t a = (uint32_t) dbg, d = dbg >> 32, c = MSR_IA32_DEBUGCTL;
 
-	__asm__ volatile("wrmsr\n\t"
-			 ".globl lbr_b0\nlbr_b0:\n\t"
-			 "jmp lbr_t0\n\t"
-			 "ud2\n"
-			 ".globl lbr_t0\nlbr_t0:\n"
-			 ".globl lbr_b1\nlbr_b1:\n\t"
-			 "call lbr_fn\n"
-			 ".globl lbr_t2\nlbr_t2:\n\t"
-			 "lea lbr_t3(%%rip), %%rax\n"
-			 ".globl lbr_b3\nlbr_b3:\n\t"
-			 "jmp *%%rax\n\t"
-			 "ud2\n"
-			 ".globl lbr_t3\nlbr_t3:\n\t"
-			 "lea lbr_fn(%%rip), %%rax\n"
-			 ".globl lbr_b4\nlbr_b4:\n\t"
-			 "call *%%rax\n"
-			 ".globl lbr_t5\nlbr_t5:\n\t"
-			 "xor %%eax, %%eax\n"
-			 ".globl lbr_b6\nlbr_b6:\n\t"
-			 "jz lbr_t6\n\t"
-			 "ud2\n"
-			 ".globl lbr_t6\nlbr_t6:\n\t"
-			 "jnz lbr_bad\n\t"
-			 "xor %%edx, %%edx\n\t"
-			 "wrmsr\n\t"
-			 "jmp lbr_end\n"
-			 ".globl lbr_fn\nlbr_fn:\n"
-			 ".globl lbr_ret\nlbr_ret:\n\t"
-			 "ret\n"
-			 "lbr_bad:\n\t"
-			 "ud2\n"
-			 "lbr_end:\n\t"
-			 : "+a"(a), "+d"(d), "+c"(c)
-			 :
-			 : "memory", "cc");
+	/* clang-format off */
+	__asm__ volatile(
+		"wrmsr\n\t"
+		".globl lbr_b0\nlbr_b0:\n\t"
+		"jmp lbr_t0\n\t"
+		"ud2\n"
+		".globl lbr_t0\nlbr_t0:\n"
+		".globl lbr_b1\nlbr_b1:\n\t"
+		"call lbr_fn\n"
+		".globl lbr_t2\nlbr_t2:\n\t"
+		"lea lbr_t3(%%rip), %%rax\n"
+		".globl lbr_b3\nlbr_b3:\n\t"
+		"jmp *%%rax\n\t"
+		"ud2\n"
+		".globl lbr_t3\nlbr_t3:\n\t"
+		"lea lbr_fn(%%rip), %%rax\n"
+		".globl lbr_b4\nlbr_b4:\n\t"
+		"call *%%rax\n"
+		".globl lbr_t5\nlbr_t5:\n\t"
+		"xor %%eax, %%eax\n"
+		".globl lbr_b6\nlbr_b6:\n\t"
+		"jz lbr_t6\n\t"
+		"ud2\n"
+		".globl lbr_t6\nlbr_t6:\n\t"
+		"jnz lbr_bad\n\t"
+		"xor %%edx, %%edx\n\t"
+		"wrmsr\n\t"
+		"jmp lbr_end\n"
+		".globl lbr_fn\nlbr_fn:\n"
+		".globl lbr_ret\nlbr_ret:\n\t"
+		"ret\n"
+		"lbr_bad:\n\t"
+		"ud2\n"
+		"lbr_end:\n\t"
+		: "+a"(a), "+d"(d), "+c"(c)
+		:
+		: "memory", "cc");
+	/* clang-format on */
 }
 
 /*
@@ -128,25 +131,28 @@ static void __attribute__((noinline)) cs_seq(uint64_t dbg)
 {
 	uint64_t a = (uint32_t) dbg, d = dbg >> 32, c = MSR_IA32_DEBUGCTL;
 
-	__asm__ volatile("wrmsr\n\t"
-			 ".globl cs_b0\ncs_b0:\n\t"
-			 "call cs_a\n\t"
-			 "jmp cs_end\n"
-			 ".globl cs_a\ncs_a:\n"
-			 ".globl cs_b1\ncs_b1:\n\t"
-			 "call cs_b\n"
-			 ".globl cs_t1\ncs_t1:\n\t"
-			 "xor %%eax, %%eax\n\t"
-			 "xor %%edx, %%edx\n\t"
-			 "wrmsr\n\t"
-			 "ret\n"
-			 ".globl cs_b\ncs_b:\n"
-			 ".globl cs_ret_b\ncs_ret_b:\n\t"
-			 "ret\n"
-			 "cs_end:\n\t"
-			 : "+a"(a), "+d"(d), "+c"(c)
-			 :
-			 : "memory", "cc");
+	/* clang-format off */
+	__asm__ volatile(
+		"wrmsr\n\t"
+		".globl cs_b0\ncs_b0:\n\t"
+		"call cs_a\n\t"
+		"jmp cs_end\n"
+		".globl cs_a\ncs_a:\n"
+		".globl cs_b1\ncs_b1:\n\t"
+		"call cs_b\n"
+		".globl cs_t1\ncs_t1:\n\t"
+		"xor %%eax, %%eax\n\t"
+		"xor %%edx, %%edx\n\t"
+		"wrmsr\n\t"
+		"ret\n"
+		".globl cs_b\ncs_b:\n"
+		".globl cs_ret_b\ncs_ret_b:\n\t"
+		"ret\n"
+		"cs_end:\n\t"
+		: "+a"(a), "+d"(d), "+c"(c)
+		:
+		: "memory", "cc");
+	/* clang-format on */
 }
 
 /* INT 41H to far_handler, whose IRETQ returns to far_next: two far branches. */
@@ -154,21 +160,24 @@ static void __attribute__((noinline)) far_seq(uint64_t dbg)
 {
 	uint64_t a = (uint32_t) dbg, d = dbg >> 32, c = MSR_IA32_DEBUGCTL;
 
-	__asm__ volatile("wrmsr\n"
-			 ".globl far_int\nfar_int:\n\t"
-			 "int $0x41\n"
-			 ".globl far_next\nfar_next:\n\t"
-			 "xor %%eax, %%eax\n\t"
-			 "xor %%edx, %%edx\n\t"
-			 "wrmsr\n\t"
-			 "jmp far_end\n"
-			 ".globl far_handler\nfar_handler:\n"
-			 ".globl far_iret\nfar_iret:\n\t"
-			 "iretq\n"
-			 "far_end:\n\t"
-			 : "+a"(a), "+d"(d), "+c"(c)
-			 :
-			 : "memory", "cc");
+	/* clang-format off */
+	__asm__ volatile(
+		"wrmsr\n"
+		".globl far_int\nfar_int:\n\t"
+		"int $0x41\n"
+		".globl far_next\nfar_next:\n\t"
+		"xor %%eax, %%eax\n\t"
+		"xor %%edx, %%edx\n\t"
+		"wrmsr\n\t"
+		"jmp far_end\n"
+		".globl far_handler\nfar_handler:\n"
+		".globl far_iret\nfar_iret:\n\t"
+		"iretq\n"
+		"far_end:\n\t"
+		: "+a"(a), "+d"(d), "+c"(c)
+		:
+		: "memory", "cc");
+	/* clang-format on */
 }
 
 /* Point IDT vector 41H at far_handler: a 64-bit interrupt gate, DPL 0. */
@@ -412,25 +421,28 @@ static void on_pmi(struct frame *f)
  */
 static void __attribute__((noinline)) frz_region(uint64_t dbg, uint32_t n)
 {
-	__asm__ volatile("mov $0x1d9, %%ecx\n\t"
-			 "mov %[dbg], %%eax\n\t"
-			 "xor %%edx, %%edx\n\t"
-			 "wrmsr\n\t"
-			 "mov $0x38f, %%ecx\n\t"
-			 "mov $1, %%eax\n\t"
-			 "wrmsr\n\t"
-			 "mov %[n], %%ecx\n"
-			 ".globl frz_loop\nfrz_loop:\n\t"
-			 "dec %%ecx\n"
-			 ".globl frz_jnz\nfrz_jnz:\n\t"
-			 "jnz frz_loop\n\t"
-			 "xor %%eax, %%eax\n\t"
-			 "mov $0x38f, %%ecx\n\t"
-			 "wrmsr\n\t"
-			 "mov $0x1d9, %%ecx\n\t"
-			 "wrmsr\n\t" ::[dbg] "r"((uint32_t) dbg),
-			 [n] "r"(n)
-			 : "eax", "ecx", "edx", "memory", "cc");
+	/* clang-format off */
+	__asm__ volatile(
+		"mov $0x1d9, %%ecx\n\t"
+		"mov %[dbg], %%eax\n\t"
+		"xor %%edx, %%edx\n\t"
+		"wrmsr\n\t"
+		"mov $0x38f, %%ecx\n\t"
+		"mov $1, %%eax\n\t"
+		"wrmsr\n\t"
+		"mov %[n], %%ecx\n"
+		".globl frz_loop\nfrz_loop:\n\t"
+		"dec %%ecx\n"
+		".globl frz_jnz\nfrz_jnz:\n\t"
+		"jnz frz_loop\n\t"
+		"xor %%eax, %%eax\n\t"
+		"mov $0x38f, %%ecx\n\t"
+		"wrmsr\n\t"
+		"mov $0x1d9, %%ecx\n\t"
+		"wrmsr\n\t"
+		:: [dbg] "r"((uint32_t)dbg), [n] "r"(n)
+		: "eax", "ecx", "edx", "memory", "cc");
+	/* clang-format on */
 }
 
 static void arm(void)

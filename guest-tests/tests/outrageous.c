@@ -278,6 +278,7 @@ static void overflow_loop(unsigned int n)
 {
 	wrmsr(MSR_IA32_PMC0_LEGACY, 0);
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 1);
+	/* clang-format off */
 	__asm__ volatile("1:\n\t"
 			 "mov $0xc1, %%ecx\n\t"
 			 "mov $0xfffffffc, %%eax\n\t"
@@ -286,9 +287,8 @@ static void overflow_loop(unsigned int n)
 			 "nop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\t"
 			 "dec %%esi\n\t"
 			 "jnz 1b\n\t"
-			 : "+S"(n)
-			 :
-			 : "eax", "ecx", "edx", "memory");
+			 : "+S"(n) : : "eax", "ecx", "edx", "memory");
+	/* clang-format on */
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
 }
 
@@ -665,6 +665,7 @@ static void storm_main(void)
 	arm_minus_one();
 	wrmsr(MSR_IA32_PERFEVTSEL0, EV_INST | EVTSEL_OS | EVTSEL_USR | EVTSEL_INT | EVTSEL_EN);
 	/* each iteration: the WRMSR of GLOBAL_CTRL counts, overflows, PMI right after it */
+	/* clang-format off */
 	__asm__ volatile("1:\n\t"
 			 "mov $0x38f, %%ecx\n\t"
 			 "mov $1, %%eax\n\t"
@@ -675,9 +676,8 @@ static void storm_main(void)
 			 "nop\n\t"
 			 "dec %%esi\n\t"
 			 "jnz 1b\n\t"
-			 : "+S"(n)
-			 :
-			 : "eax", "ecx", "edx", "memory");
+			 : "+S"(n) : : "eax", "ecx", "edx", "memory");
+	/* clang-format on */
 	printf("PMI storm (main): %u iterations, %u PMIs, %u with GLOBAL_STATUS.PMC0, %u at "
 	       "another "
 	       "RIP than %p\n",
@@ -700,6 +700,7 @@ static void storm_self(bool nmi)
 	arm_minus_one();
 	wrmsr(MSR_IA32_PERFEVTSEL0, EV_INST | EVTSEL_OS | EVTSEL_USR | EVTSEL_INT | EVTSEL_EN);
 	/* the handler re-arms before its IRET: the main line waits here until it gives up */
+	/* clang-format off */
 	__asm__ volatile("mov $0x38f, %%ecx\n\t"
 			 "mov $1, %%eax\n\t"
 			 "xor %%edx, %%edx\n\t"
@@ -707,9 +708,8 @@ static void storm_self(bool nmi)
 			 ".globl storm_self_after\n"
 			 "storm_self_after:\n\t"
 			 "nop\n\t"
-			 :
-			 :
-			 : "eax", "ecx", "edx", "memory");
+			 : : : "eax", "ecx", "edx", "memory");
+	/* clang-format on */
 	want_rip = 0;
 	printf("%s storm (handler): %u PMIs, %u with GLOBAL_STATUS.PMC0, %u not at %p\n",
 	       nmi ? "NMI" : "PMI", pmis, status_hits, bad_rip, (void *) storm_self_after);
@@ -729,6 +729,7 @@ static void overflow_int_loop(unsigned int n)
 	wrmsr(MSR_IA32_PERFEVTSEL0, EV_INST | EVTSEL_OS | EVTSEL_USR | EVTSEL_INT | EVTSEL_EN);
 	wrmsr(MSR_IA32_PMC0_LEGACY, 0);
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 1);
+	/* clang-format off */
 	__asm__ volatile("1:\n\t"
 			 "mov $0xc1, %%ecx\n\t"
 			 "mov $0xfffffffe, %%eax\n\t"
@@ -737,9 +738,8 @@ static void overflow_int_loop(unsigned int n)
 			 "nop\n\tnop\n\tnop\n\tnop\n\t"
 			 "dec %%esi\n\t"
 			 "jnz 1b\n\t"
-			 : "+S"(n)
-			 :
-			 : "eax", "ecx", "edx", "memory");
+			 : "+S"(n) : : "eax", "ecx", "edx", "memory");
+	/* clang-format on */
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
 }
 

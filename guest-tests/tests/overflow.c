@@ -126,21 +126,24 @@ static void __attribute__((noinline)) region(uint64_t en, uint32_t n)
 {
 	uint32_t a = (uint32_t) en, d = (uint32_t) (en >> 32), c = MSR_CORE_PERF_GLOBAL_CTRL;
 
-	__asm__ volatile("wrmsr\n\t"
-			 "mov %[n], %%ecx\n"
-			 ".globl region_loop\n"
-			 "region_loop:\n\t"
-			 "dec %%ecx\n"
-			 ".globl region_jnz\n"
-			 "region_jnz:\n\t"
-			 "jnz region_loop\n\t"
-			 "xor %%eax, %%eax\n\t"
-			 "xor %%edx, %%edx\n\t"
-			 "mov $0x38f, %%ecx\n\t"
-			 "wrmsr\n\t"
-			 : "+a"(a), "+d"(d), "+c"(c)
-			 : [n] "r"(n)
-			 : "memory");
+	/* clang-format off */
+	__asm__ volatile(
+		"wrmsr\n\t"
+		"mov %[n], %%ecx\n"
+		".globl region_loop\n"
+		"region_loop:\n\t"
+		"dec %%ecx\n"
+		".globl region_jnz\n"
+		"region_jnz:\n\t"
+		"jnz region_loop\n\t"
+		"xor %%eax, %%eax\n\t"
+		"xor %%edx, %%edx\n\t"
+		"mov $0x38f, %%ecx\n\t"
+		"wrmsr\n\t"
+		: "+a"(a), "+d"(d), "+c"(c)
+		: [n] "r"(n)
+		: "memory");
+	/* clang-format on */
 }
 
 /* Everything off and zero, status clear, LVT set to lvt. */

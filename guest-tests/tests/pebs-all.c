@@ -141,56 +141,55 @@ uint64_t xmm_vals[16][2];
 
 #define XMM(n) "movdqu xmm_vals+" #n "*16(%rip), %xmm" #n "\n\t"
 
+/* clang-format off */
 __asm__(".text\n"
 	".globl pebs_seq\n"
 	"pebs_seq:\n\t"
 	"push %rbx\n\tpush %rbp\n\tpush %r12\n\tpush %r13\n\tpush %r14\n\tpush %r15\n\t"
-	"mov %rsp, seq_rsp(%rip)\n\t" XMM(0) XMM(1)
-		XMM(2)
-			XMM(3)
-				XMM(4) XMM(5) XMM(6) XMM(7) XMM(8) XMM(9) XMM(10) XMM(11) XMM(12) XMM(13) XMM(14) XMM(15) "mov %rdi, %rax\n\t"
-															  "mov %rdi, %rdx\n\t"
-															  "shr $32, %rdx\n\t"
-															  "mov $0x38f, %ecx\n\t"
-															  "wrmsr\n\t"
-															  "movabs $" STR(V_RAX0) ", %rax\n\t"
-																		 "movabs $" STR(V_RBX) ", %rbx\n\t"
-																				       "movabs $" STR(V_RCX) ", %rcx\n\t"
-																							     "movabs $" STR(V_RDX) ", %rdx\n\t"
-																										   "movabs $seq_data, %rsi\n\t"
-																										   "movabs $" STR(V_RDI) ", %rdi\n\t"
-																													 "movabs $" STR(V_RBP) ", %rbp\n\t"
-																															       "movabs $" STR(V_R8) ", %r8\n\t"
-																																		    "movabs $" STR(V_R9) ", %r9\n\t"
-																																					 "movabs $" STR(V_R10) ", %r10\n\t"
-																																							       "movabs $" STR(
-																																								       V_R11) ", %r11\n\t"
-																																									      "movabs $" STR(V_R12) ", %r12\n\t"
-																																												    "movabs $" STR(V_R13) ", %r13\n\t"
-																																															  "movabs $" STR(
-																																																  V_R14) ", %r14\n\t"
-																																																	 "movabs $" STR(
-																																																		 V_R15) ", %r15\n"
-																																																			".globl seq_loop\n"
-																																																			"seq_loop:\n\t"
-																																																			"inc %rax\n"
-																																																			".globl seq_ld\n"
-																																																			"seq_ld:\n\t"
-																																																			"mov (%rsi), %rcx\n"
-																																																			".globl seq_cmp\n"
-																																																			"seq_cmp:\n\t"
-																																																			"cmp %rax, %rbx\n"
-																																																			".globl seq_jne\n"
-																																																			"seq_jne:\n\t"
-																																																			"jne seq_loop\n"
-																																																			".globl seq_end\n"
-																																																			"seq_end:\n\t"
-																																																			"mov $0x38f, %ecx\n\t"
-																																																			"xor %eax, %eax\n\t"
-																																																			"xor %edx, %edx\n\t"
-																																																			"wrmsr\n\t"
-																																																			"pop %r15\n\tpop %r14\n\tpop %r13\n\tpop %r12\n\tpop %rbp\n\tpop %rbx\n\t"
-																																																			"ret\n");
+	"mov %rsp, seq_rsp(%rip)\n\t"
+	XMM(0) XMM(1) XMM(2) XMM(3) XMM(4) XMM(5) XMM(6) XMM(7)
+	XMM(8) XMM(9) XMM(10) XMM(11) XMM(12) XMM(13) XMM(14) XMM(15)
+	"mov %rdi, %rax\n\t"
+	"mov %rdi, %rdx\n\t"
+	"shr $32, %rdx\n\t"
+	"mov $0x38f, %ecx\n\t"
+	"wrmsr\n\t"
+	"movabs $" STR(V_RAX0) ", %rax\n\t"
+	"movabs $" STR(V_RBX) ", %rbx\n\t"
+	"movabs $" STR(V_RCX) ", %rcx\n\t"
+	"movabs $" STR(V_RDX) ", %rdx\n\t"
+	"movabs $seq_data, %rsi\n\t"
+	"movabs $" STR(V_RDI) ", %rdi\n\t"
+	"movabs $" STR(V_RBP) ", %rbp\n\t"
+	"movabs $" STR(V_R8) ", %r8\n\t"
+	"movabs $" STR(V_R9) ", %r9\n\t"
+	"movabs $" STR(V_R10) ", %r10\n\t"
+	"movabs $" STR(V_R11) ", %r11\n\t"
+	"movabs $" STR(V_R12) ", %r12\n\t"
+	"movabs $" STR(V_R13) ", %r13\n\t"
+	"movabs $" STR(V_R14) ", %r14\n\t"
+	"movabs $" STR(V_R15) ", %r15\n"
+	".globl seq_loop\n"
+	"seq_loop:\n\t"
+	"inc %rax\n"
+	".globl seq_ld\n"
+	"seq_ld:\n\t"
+	"mov (%rsi), %rcx\n"
+	".globl seq_cmp\n"
+	"seq_cmp:\n\t"
+	"cmp %rax, %rbx\n"
+	".globl seq_jne\n"
+	"seq_jne:\n\t"
+	"jne seq_loop\n"
+	".globl seq_end\n"
+	"seq_end:\n\t"
+	"mov $0x38f, %ecx\n\t"
+	"xor %eax, %eax\n\t"
+	"xor %edx, %edx\n\t"
+	"wrmsr\n\t"
+	"pop %r15\n\tpop %r14\n\tpop %r13\n\tpop %r12\n\tpop %rbp\n\tpop %rbx\n\t"
+	"ret\n");
+/* clang-format on */
 
 enum kind { EV_INST, EV_LOAD, EV_BRANCH };
 enum step { K_INC = 1, K_LD, K_CMP, K_JNE };
@@ -257,10 +256,10 @@ static uint64_t flags_after(uint64_t n)
 		rax--;
 		__asm__ volatile("clc\n\tinc %0\n\tpushfq\n\tpop %1" : "+r"(rax), "=r"(f)::"cc");
 	} else {
-		__asm__ volatile("cmp %1, %2\n\tpushfq\n\tpop %0"
-				 : "=r"(f)
-				 : "r"(rax), "r"(V_RBX)
+		/* clang-format off */
+		__asm__ volatile("cmp %1, %2\n\tpushfq\n\tpop %0" : "=r"(f) : "r"(rax), "r"(V_RBX)
 				 : "cc");
+		/* clang-format on */
 	}
 	return f;
 }

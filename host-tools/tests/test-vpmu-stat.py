@@ -519,8 +519,8 @@ def run_all(tmp):
         check(wait_path(s2), f'{sig.name}: the socket appears')
         p.send_signal(sig)
         p.communicate(timeout=60)
-        check(p.returncode == -sig and not os.path.exists(s2),
-              f'{sig.name}: vpmu-vmm dies of it and removes the socket ({p.returncode})')
+        check(p.returncode == 128 + sig and not os.path.exists(s2),
+              f'{sig.name}: vpmu-vmm stops, exits {128 + sig} and removes the socket ({p.returncode})')
 
     socket_path_checks(tmp)
 
