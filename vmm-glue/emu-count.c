@@ -492,6 +492,9 @@ void count_hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 	if (emu->cfg.max_instructions && emu->st.instructions > emu->cfg.max_instructions)
 		emu_fatal(emu, "the guest ran past %llu instructions (--max-insns)",
 			  (unsigned long long) emu->cfg.max_instructions);
+	/* the LAPIC timer's interrupt is due: stop at this block boundary */
+	if (emu_tsc(emu) >= emu->timer_at)
+		emu->want_stop = true;
 	if (emu->fatal || emu->want_stop || emu->kicked || emu->async_stop) {
 		emu_stop(emu, addr);
 		return;
@@ -504,6 +507,8 @@ void count_hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 			return;
 		}
 	}
+	if (!b->n)
+		return; /* it starts with no instruction: Unicorn raises #UD there */
 	if (b->has_special && !b->hooked) {
 		/* retranslate the block with hooks on its special instructions */
 		install_special_hooks(emu, b);

@@ -121,17 +121,18 @@ int cpu_cpuid_init(struct emu *emu)
 	 * Exactly what Unicorn 2.0.1 executes (test-emu-unicorn checks each
 	 * bit by running its instruction): no POPCNT, MOVBE, PCLMULQDQ,
 	 * XSAVE, AVX, RDRAND there. ECX: SSE3 SSSE3 CX16 SSE4.1 SSE4.2 x2APIC
-	 * AES hypervisor. EDX: FPU DE PSE TSC MSR PAE MCE CX8 APIC PGE MCA
+	 * TSC-deadline (lapic.c) AES hypervisor. EDX: FPU DE PSE TSC MSR PAE MCE CX8 APIC PGE MCA
 	 * CMOV PAT CLFSH MMX FXSR SSE SSE2 (no SEP: SYSENTER is not emulated;
 	 * MCE/MCA with IA32_MCG_CAP reporting no banks).
 	 */
 	add(emu, 1, 0, fms, 1u << 16 | 8u << 8,
-	    1u << 0 | 1u << 9 | 1u << 13 | 1u << 19 | 1u << 20 | 1u << 21 | 1u << 25 | 1u << 31,
+	    1u << 0 | 1u << 9 | 1u << 13 | 1u << 19 | 1u << 20 | 1u << 21 | 1u << 24 | 1u << 25 |
+		    1u << 31,
 	    1u << 0 | 1u << 2 | 1u << 3 | 1u << 4 | 1u << 5 | 1u << 6 | 1u << 7 | 1u << 8 |
 		    1u << 9 | 1u << 13 | 1u << 14 | 1u << 15 | 1u << 16 | 1u << 19 | 1u << 23 |
 		    1u << 24 | 1u << 25 | 1u << 26);
-	/* EBX: BMI1 SMEP BMI2 ERMS ADX SMAP (Unicorn's page walk enforces SMEP and SMAP) */
-	add(emu, 7, 0, 0, 1u << 3 | 1u << 7 | 1u << 8 | 1u << 9 | 1u << 19 | 1u << 20, 0, 0);
+	/* EBX: BMI1 SMEP BMI2 ADX SMAP (Unicorn's page walk enforces SMEP and SMAP) */
+	add(emu, 7, 0, 0, 1u << 3 | 1u << 7 | 1u << 8 | 1u << 19 | 1u << 20, 0, 0);
 	add(emu, 0x80000000, 0, 0x80000008, 0, 0, 0);
 	/* ECX: LAHF LZCNT PREFETCHW; EDX: SYSCALL NX 1GB-pages RDTSCP LM */
 	add(emu, 0x80000001, 0, 0, 0, 1u << 0 | 1u << 5 | 1u << 8,
@@ -153,7 +154,7 @@ static bool has_subleaves(uint32_t fn)
 	return fn == 4 || fn == 7 || fn == 0xb || fn == 0xd || fn == 0x23;
 }
 
-static void cpuid(struct emu *emu, uint32_t fn, uint32_t idx, uint32_t *r)
+void cpu_cpuid_leaf(struct emu *emu, uint32_t fn, uint32_t idx, uint32_t *r)
 {
 	memset(r, 0, 4 * sizeof(*r));
 	for (size_t i = 0; i < emu->nr_cpuid; i++) {
@@ -219,6 +220,7 @@ int cpu_msr_read(struct emu *emu, uint32_t msr, uint64_t *ret)
 		*ret = m.value;
 		return 0;
 	}
+	platform_note_unknown_msr(&emu->plat, msr, false);
 	return -EINVAL;
 }
 
@@ -261,11 +263,9 @@ int cpu_msr_write(struct emu *emu, uint32_t msr, uint64_t v)
 		if ((emu->cr0 & X86_CR0_PG) && ((v ^ emu->efer) & EFER_LME))
 			return -EINVAL;
 		if (next != emu->efer) {
-			uc_x86_msr m = { .rid = MSR_EFER, .value = next };
-
 			mmu_resync(emu, &p, ~0ull);
 			emu->efer = next;
-			uc_reg_write(emu->uc, UC_X86_REG_MSR, &m);
+			emu_write_efer(emu, next);
 			emu->flush_tlb = true; /* NXE changes what Unicorn's TLB allows */
 			emu->want_stop = true;
 		}
@@ -294,6 +294,7 @@ int cpu_msr_write(struct emu *emu, uint32_t msr, uint64_t v)
 
 		return uc_reg_write(emu->uc, UC_X86_REG_MSR, &m) == UC_ERR_OK ? 0 : -EINVAL;
 	}
+	platform_note_unknown_msr(&emu->plat, msr, true);
 	return -EINVAL;
 }
 
@@ -455,8 +456,8 @@ int cpu_exec_special(struct emu *emu, const struct insn *in)
 		uint32_t regs[4];
 
 		emu->st.cpuid_exits++;
-		cpuid(emu, (uint32_t) emu_reg(emu, UC_X86_REG_RAX),
-		      (uint32_t) emu_reg(emu, UC_X86_REG_RCX), regs);
+		cpu_cpuid_leaf(emu, (uint32_t) emu_reg(emu, UC_X86_REG_RAX),
+			       (uint32_t) emu_reg(emu, UC_X86_REG_RCX), regs);
 		emu_set_reg(emu, UC_X86_REG_RAX, regs[0]);
 		emu_set_reg(emu, UC_X86_REG_RBX, regs[1]);
 		emu_set_reg(emu, UC_X86_REG_RCX, regs[2]);

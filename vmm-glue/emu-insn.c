@@ -362,18 +362,26 @@ int blk_decode(struct emu *emu, uint64_t addr, uint32_t size, bool cs64, struct 
 			cap *= 2;
 		}
 		r = insn_decode(emu, a, cs64, &v[n]);
+		if (r == -EINVAL) {
+			/*
+			 * Not an instruction (Unicorn raises #UD there): the block is
+			 * what comes before it, maybe nothing.
+			 */
+			r = 0;
+			break;
+		}
 		if (r < 0)
 			break;
 		a += v[n].len;
 		n++;
 	}
-	if (r < 0 || !n || n > UINT16_MAX) {
+	if (r < 0 || n > UINT16_MAX) {
 		if (v != tmp)
 			free(v);
 		return r < 0 ? r : -EINVAL;
 	}
 	blk_free(b);
-	b->insns = malloc(sizeof(*v) * n);
+	b->insns = malloc(sizeof(*v) * (n ? n : 1));
 	if (!b->insns) {
 		if (v != tmp)
 			free(v);

@@ -229,6 +229,7 @@ struct emu {
 
 	/* where Unicorn keeps the error code of the exception it raised, in a uc_context */
 	int err_offset; /* -1: not found, the VMM works it out itself */
+	int efer_off;	/* IA32_EFER's offset there, -1: not found */
 	uc_context *ctx;
 
 	uint64_t until;	       /* stop address armed for the next run, 0: none */
@@ -251,8 +252,9 @@ struct emu {
 	struct vpmu_cpuid_entry cpuid[64];
 	size_t nr_cpuid;
 	volatile sig_atomic_t interrupted; /* emu_interrupt: emu_run returns -EINTR */
-	struct emu_port unknown_ports[64];
-	unsigned int nr_unknown_ports;
+	uint64_t tsc_hz;		   /* the model's CPUID 15H rate: what the TSC counts */
+	uint64_t idle_cycles;		   /* TSC ticks spent halted (no instruction retired) */
+	uint64_t timer_at; /* TSC of the LAPIC timer's next interrupt, UINT64_MAX: none */
 
 	struct blk blocks[BLK_CACHE];
 };
@@ -284,6 +286,9 @@ void mmu_service(struct emu *emu);
 int mmu_check_identity(struct emu *emu, const struct walk_paging *p, uint64_t *ret_la,
 		       uint64_t *ret_gpa);
 
+/* emu.c */
+void emu_write_efer(struct emu *emu, uint64_t efer);
+
 /* emu-count.c */
 void count_hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data);
 void count_retire_to(struct emu *emu, uint64_t rip, bool trap);
@@ -300,6 +305,7 @@ void emu_refresh_mode(struct emu *emu);
 enum { SPECIAL_FAULT, SPECIAL_DONE, SPECIAL_NATIVE };
 int cpu_exec_special(struct emu *emu, const struct insn *in);
 int cpu_cpuid_init(struct emu *emu);
+void cpu_cpuid_leaf(struct emu *emu, uint32_t fn, uint32_t idx, uint32_t *r);
 int cpu_msr_read(struct emu *emu, uint32_t msr, uint64_t *ret);
 int cpu_msr_write(struct emu *emu, uint32_t msr, uint64_t value);
 

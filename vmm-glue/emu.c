@@ -77,7 +77,13 @@ void emu_set_reg(struct emu *emu, int reg, uint64_t v)
 
 uint64_t emu_tsc(const struct emu *emu)
 {
-	return emu->tsc_offset + emu->st.cycles;
+	return emu->tsc_offset + emu->st.cycles + emu->idle_cycles;
+}
+
+/* The devices' clock (lapic.c, platform.c): the guest TSC now. */
+static uint64_t clock_cb(void *data)
+{
+	return emu_tsc(data);
 }
 
 void emu_stop(struct emu *emu, uint64_t resume_rip)
@@ -225,6 +231,89 @@ int emu_error_code_offset(void)
 }
 
 /*
+ * IA32_EFER in the same CPU state. Unicorn 2.0.1's CPU lacks NX and
+ * SYSCALL in its feature words, so a WRMSR drops EFER.NXE and EFER.SCE
+ * (its walk then takes XD as a reserved bit, its SYSRET #UDs), while the
+ * page walk and SYSRET themselves implement both. The VMM writes EFER
+ * into the saved state whole. Found like the error code: the one 8-byte
+ * field that holds what the register API reads back after LME was set,
+ * cleared and set again (LMA stays as it was: WRMSR cannot change it).
+ */
+static int efer_offset = -2;
+
+int emu_efer_offset(void)
+{
+	static const uint64_t vals[3] = { 0x100, 0, 0x100 };
+	uint64_t rb[3];
+	uint8_t *st[3] = { NULL };
+	uc_context *ctx = NULL;
+	uc_engine *uc = NULL;
+	size_t size = 0;
+	int found = -1;
+
+	if (efer_offset != -2)
+		return efer_offset;
+	if (uc_open(UC_ARCH_X86, UC_MODE_64, &uc) == UC_ERR_OK &&
+	    uc_context_alloc(uc, &ctx) == UC_ERR_OK) {
+		size = uc_context_size(uc);
+		for (int i = 0; i < 3; i++) {
+			uc_x86_msr m = { MSR_EFER, vals[i] };
+
+			st[i] = malloc(size);
+			if (!st[i] || uc_reg_write(uc, UC_X86_REG_MSR, &m) != UC_ERR_OK ||
+			    uc_reg_read(uc, UC_X86_REG_MSR, &m) != UC_ERR_OK ||
+			    uc_context_save(uc, ctx) != UC_ERR_OK) {
+				free(st[i]);
+				st[i] = NULL;
+				break;
+			}
+			rb[i] = m.value; /* LMA stays as it was: what is there, not what was written
+					  */
+			memcpy(st[i], ctx, size);
+		}
+	}
+	for (size_t off = 0; st[2] && rb[0] != rb[1] && off + 8 <= size; off += 8) {
+		uint64_t v[3];
+
+		for (int i = 0; i < 3; i++)
+			memcpy(&v[i], st[i] + off, 8);
+		if (v[0] != rb[0] || v[1] != rb[1] || v[2] != rb[2])
+			continue;
+		if (found >= 0) {
+			found = -1;
+			break;
+		}
+		found = (int) off;
+	}
+	for (int i = 0; i < 3; i++)
+		free(st[i]);
+	if (ctx)
+		uc_free(ctx);
+	if (uc)
+		uc_close(uc);
+	return efer_offset = found;
+}
+
+/* Set Unicorn's EFER to exactly `efer` (the register API for LMA's mode bits, then the rest). */
+void emu_write_efer(struct emu *emu, uint64_t efer)
+{
+	uc_x86_msr m = { .rid = MSR_EFER, .value = efer };
+	uint64_t now;
+
+	uc_reg_write(emu->uc, UC_X86_REG_MSR, &m);
+	m.value = 0;
+	uc_reg_read(emu->uc, UC_X86_REG_MSR, &m);
+	if (m.value == efer || emu->efer_off < 0 || !emu->ctx ||
+	    uc_context_save(emu->uc, emu->ctx) != UC_ERR_OK)
+		return;
+	memcpy(&now, (uint8_t *) emu->ctx + emu->efer_off, 8);
+	if (now != m.value)
+		return; /* not the field it was found to be: leave it */
+	memcpy((uint8_t *) emu->ctx + emu->efer_off, &efer, 8);
+	uc_context_restore(emu->uc, emu->ctx);
+}
+
+/*
  * The error code and INT-n flag of the exception Unicorn just raised;
  * and no exception is in flight any more (the VMM delivers it).
  */
@@ -356,19 +445,10 @@ static void hook_syscall(uc_engine *uc, void *data)
 /* ---- I/O ports --------------------------------------------------------- */
 
 /*
- * A port with no device reads as all ones and ignores writes, like an
- * empty ISA bus; each one is remembered once so --verbose can list it.
+ * Every port goes to the platform (platform.c): a port with no device
+ * reads as all ones and drops writes, like an empty ISA bus, and is
+ * listed once by --verbose (platform_print_unknown).
  */
-static void unknown_port(struct emu *emu, uint16_t port, bool write, unsigned int size)
-{
-	for (unsigned int i = 0; i < emu->nr_unknown_ports; i++)
-		if (emu->unknown_ports[i].port == port && emu->unknown_ports[i].write == write)
-			return;
-	if (emu->nr_unknown_ports < sizeof(emu->unknown_ports) / sizeof(emu->unknown_ports[0]))
-		emu->unknown_ports[emu->nr_unknown_ports++] =
-			(struct emu_port){ .port = port, .write = write, .size = (uint8_t) size };
-}
-
 static uint32_t hook_in(uc_engine *uc, uint32_t port, int size, void *data)
 {
 	struct emu *emu = data;
@@ -377,10 +457,7 @@ static uint32_t hook_in(uc_engine *uc, uint32_t port, int size, void *data)
 	emu->st.io_exits++;
 	if (emu->plat.exited || emu->fatal)
 		return 0;
-	if (platform_io(&emu->plat, (uint16_t) port, (unsigned int) size, false, &v) < 0) {
-		unknown_port(emu, (uint16_t) port, false, (unsigned int) size);
-		v = size >= 4 ? 0xffffffffu : (1u << (8 * size)) - 1;
-	}
+	platform_io(&emu->plat, (uint16_t) port, (unsigned int) size, false, &v);
 	return v;
 }
 
@@ -391,8 +468,7 @@ static void hook_out(uc_engine *uc, uint32_t port, int size, uint32_t value, voi
 	emu->st.io_exits++;
 	if (emu->plat.exited || emu->fatal)
 		return;
-	if (platform_io(&emu->plat, (uint16_t) port, (unsigned int) size, true, &value) < 0)
-		unknown_port(emu, (uint16_t) port, true, (unsigned int) size);
+	platform_io(&emu->plat, (uint16_t) port, (unsigned int) size, true, &value);
 	if (emu->plat.exited) {
 		emu->plat.serial_out = NULL; /* it has exited: nothing more is printed */
 		uc_emu_stop(uc);
@@ -559,6 +635,25 @@ static int new_vpmu(struct emu *emu, const struct emu_config *cfg, char *err, si
 	return 0;
 }
 
+/*
+ * The modelled clock drives the devices: the TSC counts at the model's
+ * CPUID 15H rate (crystal x ratio), the LAPIC timer at the crystal (SDM
+ * Vol. 3A 11.5.4), in TSC-deadline mode too (CPUID.01H:ECX[24]).
+ */
+static void start_clocks(struct emu *emu)
+{
+	uint32_t l15[4];
+	uint64_t crystal = 25000000;
+
+	cpu_cpuid_leaf(emu, 0x15, 0, l15);
+	if (l15[0] && l15[1] && l15[2])
+		crystal = l15[2];
+	emu->tsc_hz = l15[0] && l15[1] ? crystal * l15[1] / l15[0] : 2100000000ull;
+	lapic_timer_config(&emu->apic, emu->tsc_hz, crystal, true, clock_cb, emu);
+	platform_set_clock(&emu->plat, emu->tsc_hz, RTC_DEFAULT_EPOCH, clock_cb, emu);
+	emu->timer_at = UINT64_MAX;
+}
+
 int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t errlen)
 {
 	struct guest_region ranges[4];
@@ -605,6 +700,7 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 		emu_free(emu);
 		return r;
 	}
+	start_clocks(emu);
 
 	ue = uc_open(UC_ARCH_X86, UC_MODE_64, &emu->uc);
 	if (ue != UC_ERR_OK) {
@@ -627,8 +723,11 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 		r = -EIO;
 	}
 	emu->err_offset = emu_error_code_offset();
-	if (r == 0 && emu->err_offset >= 0 && uc_context_alloc(emu->uc, &emu->ctx) != UC_ERR_OK)
+	emu->efer_off = emu_efer_offset();
+	if (r == 0 && uc_context_alloc(emu->uc, &emu->ctx) != UC_ERR_OK) {
 		emu->err_offset = -1;
+		emu->efer_off = -1;
+	}
 	if (r < 0) {
 		emu_free(emu);
 		return r;
@@ -715,14 +814,6 @@ void emu_get_stats(const struct emu *emu, struct emu_stats *ret)
 	ret->resyncs = emu->mmu.resyncs;
 }
 
-size_t emu_unknown_ports(const struct emu *emu, struct emu_port *ret, size_t max)
-{
-	size_t n = emu->nr_unknown_ports < max ? emu->nr_unknown_ports : max;
-
-	memcpy(ret, emu->unknown_ports, n * sizeof(*ret));
-	return n;
-}
-
 void emu_describe(struct emu *emu, char *buf, size_t len)
 {
 	uint64_t rip = emu->in_run ? emu->hook_rip : emu_reg(emu, UC_X86_REG_RIP);
@@ -805,10 +896,8 @@ static size_t stub_code(uint8_t *c, uint16_t cs, uint16_t ds, uint64_t entry, bo
 
 static void set_efer(struct emu *emu, uint64_t efer)
 {
-	uc_x86_msr m = { .rid = MSR_EFER, .value = efer };
-
 	emu->efer = efer;
-	uc_reg_write(emu->uc, UC_X86_REG_MSR, &m);
+	emu_write_efer(emu, efer);
 }
 
 /*
@@ -1009,6 +1098,29 @@ static bool take_event(struct emu *emu, uint64_t rflags)
 	return false;
 }
 
+/*
+ * HLT: the modelled clock jumps to the LAPIC timer's next interrupt (an
+ * idle guest costs nothing); the TSC moves on, the cycle counters do not
+ * (they count unhalted cycles, SDM Vol. 3B Table 21-1). Nothing that can
+ * wake it: say so and stop.
+ */
+static void halt(struct emu *emu, uint64_t rflags)
+{
+	uint64_t now = emu_tsc(emu), next = lapic_timer_next(&emu->apic);
+
+	if (next != UINT64_MAX && (rflags & RFLAGS_IF)) {
+		if (next > now)
+			emu->idle_cycles += next - now;
+		lapic_timer_advance(&emu->apic, emu_tsc(emu));
+		emu->st.halts++;
+		return;
+	}
+	emu_fatal(emu, "guest halted at rip %#llx with nothing that can wake it (%s)",
+		  (unsigned long long) emu->resume_rip,
+		  !(rflags & RFLAGS_IF) ? "interrupts disabled"
+					: "no interrupt pending and no timer armed");
+}
+
 /* After Unicorn returned by itself: at an armed exit, or stopped from outside. */
 static void returned(struct emu *emu)
 {
@@ -1093,16 +1205,14 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 			continue;
 		}
 		rflags = emu_reg(emu, UC_X86_REG_RFLAGS);
+		lapic_timer_advance(&emu->apic, emu_tsc(emu));
+		emu->timer_at = lapic_timer_next(&emu->apic);
 		if (emu->halted)
 			emu->window = 0;
 		if (take_event(emu, rflags))
 			continue;
 		if (emu->halted) {
-			emu_fatal(emu,
-				  "guest halted at rip %#llx with nothing that can wake it (%s)",
-				  (unsigned long long) emu->resume_rip,
-				  rflags & RFLAGS_IF ? "no interrupt pending, and there is no timer"
-						     : "interrupts disabled");
+			halt(emu, rflags);
 			continue;
 		}
 		prepare_run(emu);

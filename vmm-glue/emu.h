@@ -41,13 +41,6 @@ struct emu_config {
 	enum emu_layout layout;
 };
 
-/* An I/O port the guest used where no device is (read as all ones, writes dropped). */
-struct emu_port {
-	uint16_t port;
-	bool write;
-	uint8_t size;
-};
-
 struct emu_stats {
 	uint64_t instructions;	 /* retired guest instructions */
 	uint64_t cycles;	 /* modelled core cycles (= guest TSC ticks) */
@@ -65,10 +58,14 @@ struct emu_stats {
 	uint64_t smc_events; /* writes to pages holding translated code through another mapping */
 	uint64_t msr_exits, cpuid_exits, io_exits, rdpmc_exits;
 	uint64_t interrupts, nmis, exceptions;
-	uint64_t page_faults; /* #PF delivered to the guest */
-	uint64_t pmis;	      /* PMIs delivered through the LVT */
-	uint64_t kicks;	      /* host-counter overflows that stopped the guest to poll the vPMU
-				 (a signal, emu_kick, or a record found between blocks) */
+	uint64_t page_faults;		     /* #PF delivered to the guest */
+	uint64_t by_vector[32];		     /* exceptions Unicorn raised, by vector */
+	uint64_t last_exc_rip, last_exc_cr2; /* where the last one was (CR2 for #PF) */
+	uint32_t last_exc_vector, last_exc_error;
+	uint64_t pmis;	/* PMIs delivered through the LVT */
+	uint64_t halts; /* HLTs the modelled clock skipped to the next timer interrupt */
+	uint64_t kicks; /* host-counter overflows that stopped the guest to poll the vPMU
+			   (a signal, emu_kick, or a record found between blocks) */
 };
 
 void emu_config_init(struct emu_config *cfg);
@@ -122,11 +119,9 @@ void emu_interrupt(struct emu *emu);
 /* One line: RIP, CPL, mode and paging, instructions retired. */
 void emu_describe(struct emu *emu, char *buf, size_t len);
 
-/* The ports the guest used where no device answers, each once, in order. */
-size_t emu_unknown_ports(const struct emu *emu, struct emu_port *ret, size_t max);
-
-/* Where Unicorn keeps an exception's error code in a uc_context (-1: not found). */
+/* Where Unicorn keeps an exception's error code, and IA32_EFER, in a uc_context (-1: not found). */
 int emu_error_code_offset(void);
+int emu_efer_offset(void);
 
 void emu_get_stats(const struct emu *emu, struct emu_stats *ret);
 

@@ -172,19 +172,17 @@ static void pmu_log(void *data, enum vpmu_log_level level, const char *msg)
 
 static void summary(struct emu *emu)
 {
-	struct emu_port ports[64];
 	struct emu_stats s;
-	size_t n;
 
 	emu_get_stats(emu, &s);
 	fprintf(stderr,
 		"vpmu-vmm: guest: %llu instructions, %llu cycles (modelled); %llu blocks, "
 		"%llu instructions single-stepped in %llu stretches, %llu stops after an "
-		"overflowing instruction; %llu TB flushes\n",
+		"overflowing instruction; %llu TB flushes; %llu HLTs skipped to the timer\n",
 		(unsigned long long) s.instructions, (unsigned long long) s.cycles,
 		(unsigned long long) s.blocks, (unsigned long long) s.stepped,
 		(unsigned long long) s.step_entries, (unsigned long long) s.until_stops,
-		(unsigned long long) s.tb_flushes);
+		(unsigned long long) s.tb_flushes, (unsigned long long) s.halts);
 	fprintf(stderr,
 		"vpmu-vmm: memory: %llu windows, %llu pages mapped on first touch, %llu dropped "
 		"at %llu paging changes, %llu full drops, %llu writes to translated code\n",
@@ -203,12 +201,17 @@ static void summary(struct emu *emu)
 			"vpmu-vmm: host-counter overflows: %llu stopped the guest to poll the "
 			"vPMU\n",
 			(unsigned long long) s.kicks);
-	n = emu_unknown_ports(emu, ports, sizeof(ports) / sizeof(ports[0]));
-	for (size_t i = 0; i < n; i++)
+	for (unsigned int v = 0; v < 32; v++)
+		if (s.by_vector[v])
+			fprintf(stderr, "vpmu-vmm: exception vector %u raised %llu times\n", v,
+				(unsigned long long) s.by_vector[v]);
+	if (s.exceptions)
 		fprintf(stderr,
-			"vpmu-vmm: guest %s I/O port %#x (%u bytes) where no device is: reads "
-			"all ones, writes dropped\n",
-			ports[i].write ? "wrote" : "read", ports[i].port, ports[i].size);
+			"vpmu-vmm: the last exception: vector %u, error code %#x, at RIP %#llx "
+			"(CR2 %#llx)\n",
+			s.last_exc_vector, s.last_exc_error, (unsigned long long) s.last_exc_rip,
+			(unsigned long long) s.last_exc_cr2);
+	platform_print_unknown(emu_platform(emu), stderr);
 	summary_vpmu(emu_vpmu(emu));
 }
 

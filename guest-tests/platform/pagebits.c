@@ -1,0 +1,399 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The page bits as hardware enforces them (SDM Vol. 3A 4.6, 4.7, 4.8),
+ * from ring 0 and ring 3:
+ * - a CPL-3 read or write of a supervisor page (U/S = 0) is #PF with
+ *   error code P|U (5) or P|W|U (7), CR2 the address, RIP the access;
+ *   the same page was read at CPL 0 just before, so a translation made
+ *   then must not let CPL 3 through;
+ * - a CPL-3 write to a read-only user page: P|W|U (7);
+ * - with EFER.NXE, an instruction fetch from an XD page is #PF with
+ *   P|I/D (0x11), CR2 = RIP = the target;
+ * - Accessed is set on every paging-structure entry a walk uses and on
+ *   the page; Dirty on the page at the first write, also when a read
+ *   mapped it first (4.8);
+ * - SYSCALL from ring 3 enters LSTAR at CPL 0 with RCX = the return
+ *   address, R11 = RFLAGS, RFLAGS masked by IA32_FMASK, CS/SS from STAR;
+ *   SYSRET comes back to ring 3 (SDM Vol. 2B SYSCALL, SYSRET).
+ */
+#include "guest.h"
+
+#define KERNEL_CS  0x08
+#define KERNEL_DS  0x10
+#define USER_DS	   (0x18 | 3)
+#define USER_CS	   (0x20 | 3)
+#define TSS_SEL	   0x28
+#define USER_BACK  0x81 /* INT vector, DPL 3: back to ring 0 */
+#define MSR_EFER   0xc0000080
+#define MSR_STAR   0xc0000081
+#define MSR_LSTAR  0xc0000082
+#define MSR_FMASK  0xc0000084
+#define EFER_SCE   (1ull << 0)
+#define EFER_NXE   (1ull << 11)
+#define PTE_A	   (1ull << 5)
+#define PTE_D	   (1ull << 6)
+#define PTE_XD	   (1ull << 63)
+#define VA_SUP	   0x40000000ull /* a supervisor data page */
+#define VA_USER_RO 0x40001000ull /* a read-only user page */
+#define VA_NX	   0x40002000ull /* an XD code page */
+#define VA_AD	   0x40003000ull /* fresh, for Accessed/Dirty */
+#define VA_AD2	   0x40203000ull /* another PDE, fresh tables */
+
+#define str(x)	#x
+#define xstr(x) str(x)
+
+static uint8_t data_pages[4][4096] __attribute__((aligned(4096)));
+uint8_t user_stack[4096] __attribute__((aligned(4096)));
+static uint8_t ring0_stack[4096] __attribute__((aligned(16)));
+uint64_t ring0_rsp, user_ret;
+uint64_t sys_rcx, sys_r11, sys_cs, sys_ss, sys_rflags;
+
+/*
+ * user_call(fn, arg): run fn(arg) at CPL 3 (its code in the user page,
+ * its stack user_stack) until it executes INT USER_BACK; returns its RAX.
+ * The gate restores ring 0 (RSP, segments, callee-saved registers).
+ */
+uint64_t user_call(uint64_t fn, uint64_t arg);
+extern char user_gate[], user_page[], u_read[], u_write[], u_write_ro[], u_syscall[],
+	u_after_syscall[], u_bail[], k_syscall[];
+
+/* clang-format off */
+__asm__(".pushsection .text\n"
+	".globl user_call\n"
+	"user_call:\n\t"
+	"push %rbx\n\t"
+	"push %rbp\n\t"
+	"push %r12\n\t"
+	"push %r13\n\t"
+	"push %r14\n\t"
+	"push %r15\n\t"
+	"pushfq\n\t"
+	"mov %rsp, ring0_rsp(%rip)\n\t"
+	"mov $" xstr(USER_DS) ", %eax\n\t"
+	"mov %eax, %ds\n\t"
+	"mov %eax, %es\n\t"
+	"pushq $" xstr(USER_DS) "\n\t"
+	"lea user_stack+4096(%rip), %rax\n\t"
+	"push %rax\n\t"
+	"pushq $2\n\t"
+	"pushq $" xstr(USER_CS) "\n\t"
+	"push %rdi\n\t"
+	"mov %rsi, %rdi\n\t"
+	"iretq\n"
+
+	".globl user_gate\n"
+	"user_gate:\n\t"
+	"mov %rax, user_ret(%rip)\n\t"
+	"mov $" xstr(KERNEL_DS) ", %eax\n\t"
+	"mov %eax, %ds\n\t"
+	"mov %eax, %es\n\t"
+	"mov %eax, %ss\n\t"
+	"mov ring0_rsp(%rip), %rsp\n\t"
+	"popfq\n\t"
+	"pop %r15\n\t"
+	"pop %r14\n\t"
+	"pop %r13\n\t"
+	"pop %r12\n\t"
+	"pop %rbp\n\t"
+	"pop %rbx\n\t"
+	"mov user_ret(%rip), %rax\n\t"
+	"ret\n"
+
+	/* SYSCALL lands here at CPL 0, on the user's stack: record, add 1, SYSRET */
+	".globl k_syscall\n"
+	"k_syscall:\n\t"
+	"mov %rcx, sys_rcx(%rip)\n\t"
+	"mov %r11, sys_r11(%rip)\n\t"
+	"mov %cs, %rdx\n\t"
+	"mov %rdx, sys_cs(%rip)\n\t"
+	"mov %ss, %rdx\n\t"
+	"mov %rdx, sys_ss(%rip)\n\t"
+	"pushfq\n\t"
+	"pop %rdx\n\t"
+	"mov %rdx, sys_rflags(%rip)\n\t"
+	"add $1, %rax\n\t"
+	"sysretq\n"
+	".popsection\n"
+
+	/* Ring-3 code, alone in its page: the only code page with U set */
+	".pushsection .text.user, \"ax\"\n"
+	".balign 4096\n"
+	".globl user_page\n"
+	"user_page:\n"
+	".globl u_read\n"
+	"u_read:\n\t"
+	"mov (%rdi), %rax\n\t"
+	"int $" xstr(USER_BACK) "\n"
+	".globl u_write\n"
+	"u_write:\n\t"
+	"movq $7, (%rdi)\n\t"
+	"xor %eax, %eax\n\t"
+	"int $" xstr(USER_BACK) "\n"
+	".globl u_syscall\n"
+	"u_syscall:\n\t"
+	"mov %rdi, %rax\n\t"
+	"syscall\n"
+	".globl u_after_syscall\n"
+	"u_after_syscall:\n\t"
+	"mov %cs, %rdx\n\t"
+	"shl $32, %rdx\n\t"
+	"or %rdx, %rax\n\t"
+	"int $" xstr(USER_BACK) "\n"
+	/* where a ring-3 fault resumes: RAX = -1 back to ring 0 */
+	".globl u_bail\n"
+	"u_bail:\n\t"
+	"mov $-1, %rax\n\t"
+	"int $" xstr(USER_BACK) "\n"
+	".balign 4096\n"
+	".popsection\n");
+/* clang-format on */
+
+struct tss64 {
+	uint32_t reserved0;
+	uint64_t rsp[3];
+	uint64_t reserved1;
+	uint64_t ist[7];
+	uint64_t reserved2;
+	uint16_t reserved3, iomap_base;
+} __attribute__((packed));
+
+static struct tss64 tss __attribute__((aligned(16)));
+static uint64_t gdt[7] __attribute__((aligned(16))) = {
+	0,
+	0x00af9b000000ffffull, /* 0x08 kernel code, 64-bit */
+	0x00cf93000000ffffull, /* 0x10 kernel data */
+	0x00cff3000000ffffull, /* 0x18 user data, DPL 3 */
+	0x00affb000000ffffull, /* 0x20 user code, 64-bit, DPL 3 */
+	0,
+	0, /* 0x28 the TSS, 16 bytes */
+};
+
+struct desc_ptr {
+	uint16_t limit;
+	uint64_t base;
+} __attribute__((packed));
+
+/* SDM Vol. 3A 8.2.3 (64-bit TSS descriptor), 3.4.5 (segment descriptors) */
+static void gdt_load(void)
+{
+	uint64_t base = (uint64_t) &tss, limit = sizeof(tss) - 1;
+	struct desc_ptr d = { sizeof(gdt) - 1, (uint64_t) gdt };
+
+	tss.rsp[0] = (uint64_t) (ring0_stack + sizeof(ring0_stack));
+	tss.iomap_base = sizeof(tss);
+	gdt[5] = (limit & 0xffff) | (base & 0xffffff) << 16 | 0x89ull << 40 |
+		 (limit >> 16 & 0xf) << 48 | (base >> 24 & 0xff) << 56;
+	gdt[6] = base >> 32;
+	/* clang-format off */
+	__asm__ volatile("lgdt %0\n\t"
+			 "pushq $" xstr(KERNEL_CS) "\n\t"
+			 "lea 1f(%%rip), %%rax\n\t"
+			 "push %%rax\n\t"
+			 "lretq\n"
+			 "1:\n\t"
+			 "mov $" xstr(KERNEL_DS) ", %%eax\n\t"
+			 "mov %%eax, %%ds\n\t"
+			 "mov %%eax, %%es\n\t"
+			 "mov %%eax, %%ss\n\t"
+			 "mov $" xstr(TSS_SEL) ", %%eax\n\t"
+			 "ltr %%ax" ::"m"(d)
+			 : "rax", "memory");
+	/* clang-format on */
+}
+
+/* A 64-bit interrupt gate with DPL 3 (SDM Vol. 3A 6.14.1): INT from ring 3 may use it. */
+static void user_gate_install(void)
+{
+	struct desc_ptr d;
+	uint64_t a = (uint64_t) user_gate, *g;
+
+	__asm__ volatile("sidt %0" : "=m"(d));
+	g = (uint64_t *) (d.base + 16 * USER_BACK);
+	g[0] = (a & 0xffff) | (uint64_t) KERNEL_CS << 16 | 0xeeull << 40 | (a >> 16 & 0xffff) << 48;
+	g[1] = a >> 32;
+}
+
+/* U on every level that maps va (the loader's PML4E/PDPTE/PDE and the PTE). */
+static void make_user(uint64_t va)
+{
+	uint64_t *t = (uint64_t *) (read_cr3() & PTE_ADDR), *pte = pte_of(va);
+
+	for (int level = 3; level >= 1; level--) {
+		uint64_t *e = &t[(va >> (12 + 9 * level)) & 511];
+
+		*e |= PTE_U;
+		t = (uint64_t *) (*e & PTE_ADDR);
+	}
+	*pte |= PTE_U;
+	write_cr3(read_cr3());
+}
+
+static volatile uint64_t pf_err, pf_cr2, pf_rip, pfs;
+
+static uint64_t read_cr2(void)
+{
+	uint64_t v;
+
+	__asm__ volatile("mov %%cr2, %0" : "=r"(v));
+	return v;
+}
+
+/*
+ * A #PF from ring 3 goes back to ring 0 through u_bail; from ring 0 it
+ * resumes at resume_at, popping the return address of a faulting CALL
+ * target when pop_on_resume says so.
+ */
+static volatile uint64_t resume_at;
+static volatile bool pop_on_resume;
+
+static void on_pf(struct frame *f)
+{
+	pfs++;
+	pf_err = f->error;
+	pf_cr2 = read_cr2();
+	pf_rip = f->rip;
+	if (f->cs & 3) {
+		f->rip = (uint64_t) u_bail;
+		return;
+	}
+	f->rip = resume_at;
+	if (pop_on_resume)
+		f->rsp += 8;
+}
+
+static void user_supervisor(void)
+{
+	volatile uint64_t *sup = (volatile uint64_t *) VA_SUP;
+	uint64_t r;
+
+	map_page(VA_SUP, (uint64_t) data_pages[0], PTE_W); /* U = 0 */
+	*sup = 0x1234;
+	report(*sup == 0x1234, "ring 0 reads and writes the supervisor page");
+
+	pfs = 0;
+	r = user_call((uint64_t) u_read, VA_SUP);
+	report(pfs == 1 && r == (uint64_t) -1, "CPL 3 read of a supervisor page faults (%lu #PF)",
+	       (unsigned long) pfs);
+	report(pf_err == 5, "  error code P|U = 5 (%lx)", pf_err);
+	report(pf_cr2 == VA_SUP && pf_rip == (uint64_t) u_read, "  CR2 %lx, RIP %lx: the access",
+	       pf_cr2, pf_rip);
+
+	pfs = 0;
+	r = user_call((uint64_t) u_write, VA_SUP);
+	report(pfs == 1 && pf_err == 7 && pf_rip == (uint64_t) u_write && *sup == 0x1234,
+	       "CPL 3 write to a supervisor page: #PF P|W|U = 7 (%lx), nothing written", pf_err);
+
+	map_page(VA_USER_RO, (uint64_t) data_pages[1], PTE_U); /* user, read-only */
+	*(volatile uint64_t *) data_pages[1] = 0x55;
+	pfs = 0;
+	r = user_call((uint64_t) u_read, VA_USER_RO);
+	report(pfs == 0 && r == 0x55, "CPL 3 reads a read-only user page (%lx)", r);
+	r = user_call((uint64_t) u_write, VA_USER_RO);
+	report(pfs == 1 && pf_err == 7 && pf_cr2 == VA_USER_RO,
+	       "CPL 3 write to a read-only user page: #PF P|W|U = 7 (%lx)", pf_err);
+}
+
+static void no_execute(void)
+{
+	static const uint8_t ret1[] = { 0xb8, 1, 0, 0, 0, 0xc3 }; /* mov $1, %eax; ret */
+	int (*fn)(void) = (int (*)(void)) VA_NX;
+	extern char nx_back[];
+	int v = 0;
+
+	wrmsr(MSR_EFER, rdmsr(MSR_EFER) | EFER_NXE);
+	for (unsigned int i = 0; i < sizeof(ret1); i++)
+		data_pages[2][i] = ret1[i];
+	map_page(VA_NX, (uint64_t) data_pages[2], PTE_W);
+	report(fn() == 1, "code runs from the page while XD is clear");
+	*pte_of(VA_NX) |= PTE_XD;
+	invlpg(VA_NX);
+	pfs = 0;
+	resume_at = (uint64_t) nx_back;
+	pop_on_resume = true; /* the CALL pushed its return address before the fetch faulted */
+	__asm__ volatile("call *%1\n"
+			 ".globl nx_back\n"
+			 "nx_back:\n"
+			 : "+a"(v)
+			 : "r"(fn)
+			 : "memory", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11");
+	pop_on_resume = false;
+	report(pfs == 1 && pf_err == 0x11, "fetch from an XD page: #PF P|I/D = 0x11 (%lx)", pf_err);
+	report(pf_cr2 == VA_NX && pf_rip == VA_NX, "  CR2 = RIP = the target (%lx, %lx)", pf_cr2,
+	       pf_rip);
+}
+
+static uint64_t *entry_at(uint64_t va, int level)
+{
+	uint64_t *t = (uint64_t *) (read_cr3() & PTE_ADDR);
+
+	for (int l = 3; l > level; l--)
+		t = (uint64_t *) (t[(va >> (12 + 9 * l)) & 511] & PTE_ADDR);
+	return &t[(va >> (12 + 9 * level)) & 511];
+}
+
+static void accessed_dirty(void)
+{
+	volatile uint64_t *p = (volatile uint64_t *) VA_AD, *q = (volatile uint64_t *) VA_AD2;
+	volatile uint64_t *pte, *pde; /* the CPU writes them: read them after each access */
+	uint64_t v;
+
+	map_page(VA_AD, (uint64_t) data_pages[3], PTE_W);
+	pte = pte_of(VA_AD);
+	*pte &= ~(PTE_A | PTE_D);
+	invlpg(VA_AD);
+	v = *p;
+	report((*pte & PTE_A) && !(*pte & PTE_D), "a read sets Accessed, not Dirty (PTE %lx)",
+	       *pte);
+	*p = v + 1;
+	report(*pte & PTE_D, "the first write sets Dirty, though a read mapped the page (PTE %lx)",
+	       *pte);
+
+	/* a fresh page table: every entry of the walk gets Accessed */
+	map_page(VA_AD2, (uint64_t) data_pages[3], PTE_W);
+	pde = entry_at(VA_AD2, 1);
+	pte = pte_of(VA_AD2);
+	*pde &= ~PTE_A;
+	*pte &= ~(PTE_A | PTE_D);
+	write_cr3(read_cr3());
+	*q = 3;
+	report((*pde & PTE_A) && (*pte & PTE_A) && (*pte & PTE_D),
+	       "a write sets Accessed on the PDE and PTE it used and Dirty on the PTE (%lx, %lx)",
+	       *pde, *pte);
+}
+
+static void syscall_sysret(void)
+{
+	uint64_t r;
+
+	wrmsr(MSR_EFER, rdmsr(MSR_EFER) | EFER_SCE);
+	/* STAR[47:32]: SYSCALL CS (SS = +8); STAR[63:48]: SYSRET base (SS +8, CS +16) */
+	wrmsr(MSR_STAR, (uint64_t) KERNEL_CS << 32 | (uint64_t) 0x10 << 48);
+	wrmsr(MSR_LSTAR, (uint64_t) k_syscall);
+	wrmsr(MSR_FMASK, 0x400); /* DF */
+	r = user_call((uint64_t) u_syscall, 41);
+	report((uint32_t) r == 42, "SYSCALL from ring 3 runs LSTAR and SYSRET returns (RAX %lx)",
+	       r & 0xffffffff);
+	report((r >> 32) == USER_CS, "  back at CPL 3: CS %lx after SYSRET", r >> 32);
+	report(sys_cs == KERNEL_CS && sys_ss == KERNEL_DS, "  at LSTAR: CS %lx, SS %lx from STAR",
+	       sys_cs, sys_ss);
+	report(sys_rcx == (uint64_t) u_after_syscall, "  RCX = the instruction after SYSCALL (%lx)",
+	       sys_rcx);
+	report(sys_r11 == 2 && sys_rflags == 2, "  R11 = RFLAGS (%lx), RFLAGS masked (%lx)",
+	       sys_r11, sys_rflags);
+}
+
+int main(uint64_t arg)
+{
+	report_prefix("pagebits: ");
+	idt_init();
+	set_handler(14, on_pf);
+	gdt_load();
+	user_gate_install();
+	make_user((uint64_t) user_page);
+	make_user((uint64_t) user_stack);
+	user_supervisor();
+	no_execute();
+	accessed_dirty();
+	syscall_sysret();
+	return report_summary();
+}
