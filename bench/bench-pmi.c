@@ -185,7 +185,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	fclose(f);
-	perf_sys = (struct perf_sys){ w_open, w_read, w_ioctl, w_fcntl, w_mmap, w_munmap, w_close };
+	perf_sys = (struct perf_sys){ .open = w_open,
+				      .read = w_read,
+				      .ioctl = w_ioctl,
+				      .fcntl = w_fcntl,
+				      .mmap = w_mmap,
+				      .munmap = w_munmap,
+				      .close = w_close };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGRTMIN + 4, &sa, NULL);
 	sigaction(SIGIO, &sa, NULL);

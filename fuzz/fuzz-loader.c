@@ -3,7 +3,7 @@
  * libFuzzer target: arbitrary bytes as a kernel image for vmm_load_kernel.
  *
  * The whole input is the image, so a plain ELF or multiboot file is a
- * valid seed (the loader tests write some: VPMU_LOADER_SEEDS=<dir>). The
+ * valid seed (build/fuzz/loader-seeds DIR writes some). The
  * last byte also picks the RAM size, the number of modules, the err
  * buffer length and whether there is a command line; modules and the
  * command line are slices of the input.

@@ -360,8 +360,11 @@ static void hook_special(uc_engine *uc, uint64_t addr, uint32_t size, void *data
 		emu->fed = k + 1;
 }
 
-static void install_special_hooks(struct emu *emu, struct blk *b)
+/* Code hooks on the special instructions of `b`; true if one was new (retranslate it). */
+static bool install_special_hooks(struct emu *emu, struct blk *b)
 {
+	bool added = false;
+
 	for (unsigned int i = 0; i < b->n; i++) {
 		uint64_t a = b->insns[i].addr;
 		bool have = false;
@@ -374,19 +377,21 @@ static void install_special_hooks(struct emu *emu, struct blk *b)
 			continue;
 		if (emu->nr_special == MAX_SPECIAL_HOOKS) {
 			emu->evict_hooks = true; /* the run loop makes room */
-			return;
+			return true;
 		}
 		if (uc_hook_add(emu->uc, &emu->special_hooks[emu->nr_special], UC_HOOK_CODE,
 				(void *) hook_special, emu, a, a) != UC_ERR_OK) {
 			emu_fatal(emu, "cannot hook the instruction at %#llx",
 				  (unsigned long long) a);
-			return;
+			return true;
 		}
 		emu->special_addr[emu->nr_special++] = a;
+		added = true;
 		if (emu->trace)
 			fprintf(stderr, "trace: hook special %#llx\n", (unsigned long long) a);
 	}
 	b->hooked = true;
+	return added;
 }
 
 static bool listed(const uint64_t *v, unsigned int n, uint64_t a)
@@ -500,7 +505,7 @@ void count_hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 		return;
 	}
 	b = &emu->blocks[(addr ^ addr >> 12) % BLK_CACHE];
-	if (!b->insns || b->addr != addr || b->size != size || b->cs64 != emu->cs64) {
+	if (!b->insns || b->stale || b->addr != addr || b->size != size || b->cs64 != emu->cs64) {
 		if (blk_decode(emu, addr, size, emu->cs64, b) < 0) {
 			emu_fatal(emu, "cannot decode guest code at %#llx",
 				  (unsigned long long) addr);
@@ -509,9 +514,8 @@ void count_hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 	}
 	if (!b->n)
 		return; /* it starts with no instruction: Unicorn raises #UD there */
-	if (b->has_special && !b->hooked) {
+	if (b->has_special && !b->hooked && install_special_hooks(emu, b)) {
 		/* retranslate the block with hooks on its special instructions */
-		install_special_hooks(emu, b);
 		emu->remove_cache = true;
 		emu->remove_cache_addr = addr;
 		emu->remove_cache_end = addr + size;
@@ -596,4 +600,18 @@ void count_retire_through(struct emu *emu, uint64_t rip, uint64_t to)
 			return;
 		}
 	}
+}
+
+/*
+ * Unicorn made a new translation at cur->pc (the first time, or again
+ * after its own self-modifying-code check dropped one): what we decoded
+ * there may be old bytes.
+ */
+void count_hook_new_tb(uc_engine *uc, uc_tb *cur, uc_tb *prev, void *data)
+{
+	struct emu *emu = data;
+	struct blk *b = &emu->blocks[(cur->pc ^ cur->pc >> 12) % BLK_CACHE];
+
+	if (b->insns && b->addr == cur->pc)
+		b->stale = true;
 }

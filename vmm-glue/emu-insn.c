@@ -334,7 +334,7 @@ static void mark_code(struct emu *emu, uint64_t addr, uint32_t size)
 		struct walk_result w;
 
 		if (walk_translate(&emu->mem, &p, page, 0, &w) == 0)
-			mmu_code_page(emu, w.gpa & ~0xfffull);
+			mmu_code_page(emu, page, w.gpa & ~0xfffull);
 		if (page + 0x1000 < page)
 			break;
 	}
@@ -396,6 +396,7 @@ int blk_decode(struct emu *emu, uint64_t addr, uint32_t size, bool cs64, struct 
 	mark_code(emu, addr, size);
 	b->cs64 = cs64;
 	b->hooked = false;
+	b->stale = false;
 	b->has_special = false;
 	memset(&b->sum, 0, sizeof(b->sum));
 	for (unsigned int i = 0; i < n; i++) {

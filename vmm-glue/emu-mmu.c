@@ -693,46 +693,64 @@ static void drop_all(struct emu *emu)
 	mmu_pg_on(emu, true);
 }
 
+static void protect(struct emu *emu, struct pop *pp, bool ro)
+{
+	struct window *w = &emu->mmu.win[pp->win];
+
+	if (pp->ro != ro &&
+	    mprotect(w->host + (pp->la - w->la), PAGE, ro ? PROT_READ : PROT_READ | PROT_WRITE) == 0)
+		pp->ro = ro;
+}
+
 /*
- * Translated code came from guest page `gpa`: from now on it is mapped
- * read-only in every window, so that a write through any mapping of it
- * is seen (mmu_service drops the translations it made stale).
+ * Translated code came from guest page `gpa`, fetched at linear `la`:
+ * from now on the page is mapped read-only in every other window, so that
+ * a write through any other mapping of it is seen (mmu_service drops the
+ * translations it made stale). A write through `la` itself Unicorn sees on
+ * its own (it keys translations by that mapping).
  */
-void mmu_code_page(struct emu *emu, uint64_t gpa)
+void mmu_code_page(struct emu *emu, uint64_t la, uint64_t gpa)
 {
 	struct emu_mmu *m = &emu->mmu;
 	uint64_t pfn = gpa / PAGE;
 
-	if (gpa >= m->ram_top || (m->code[pfn / 8] >> (pfn % 8) & 1))
+	if (gpa >= m->ram_top)
 		return;
 	m->code[pfn / 8] |= (uint8_t) (1u << (pfn % 8));
 	for (int32_t i = m->gpa_head[pfn]; i >= 0; i = m->pop[i].next) {
 		struct pop *pp = &m->pop[i];
-		struct window *w = &m->win[pp->win];
 
-		if (!pp->ro && mprotect(w->host + (pp->la - w->la), PAGE, PROT_READ) == 0)
-			pp->ro = true;
+		if (pp->la == (la & ~(PAGE - 1)))
+			pp->exec = true;
+		protect(emu, pp, !pp->exec);
 	}
 }
 
-/* Guest page `gpa` was written while it holds translated code: drop what was made of it. */
+/*
+ * Guest page `gpa` was written through a mapping it does not run from
+ * while it held translated code: drop what was made of it, through every
+ * mapping. It holds no translated code any more, so nothing keeps it
+ * read-only until code runs from it again (a page that held code once,
+ * such as a boot loader's, is ordinary data after).
+ */
 static void code_written(struct emu *emu, uint64_t gpa)
 {
 	struct emu_mmu *m = &emu->mmu;
+	uint64_t pfn = gpa / PAGE;
 
 	if (gpa >= m->ram_top)
 		return;
 	for (unsigned int i = 0; i < m->nr_ram; i++)
 		if (gpa >= m->ram[i].gpa && gpa < m->ram[i].gpa + m->ram[i].size)
 			tb_drop(emu, gpa, PAGE); /* its identity mapping */
-	for (int32_t i = m->gpa_head[gpa / PAGE]; i >= 0; i = m->pop[i].next) {
+	for (int32_t i = m->gpa_head[pfn]; i >= 0; i = m->pop[i].next) {
 		struct pop *pp = &m->pop[i];
-		struct window *w = &m->win[pp->win];
 
 		tb_drop(emu, pp->la, PAGE);
-		if (!pp->ro && mprotect(w->host + (pp->la - w->la), PAGE, PROT_READ) == 0)
-			pp->ro = true;
+		pp->exec = false;
+		protect(emu, pp, false);
 	}
+	m->code[pfn / 8] &= (uint8_t) ~(1u << (pfn % 8));
 }
 
 /* Between runs: what the SIGSEGV handler left to do, and windows to settle. */

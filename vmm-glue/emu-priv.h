@@ -90,6 +90,7 @@ struct blk {
 	uint16_t n;
 	bool cs64;
 	bool hooked; /* its special instructions have code hooks */
+	bool stale;  /* Unicorn translated this address again: decode it again */
 	bool has_special;
 	struct vpmu_exact_counts sum; /* all n instructions, none taken */
 	struct insn *insns;
@@ -119,7 +120,8 @@ struct pop {
 	int32_t next;	/* next page of the same gpa (SMC bookkeeping), -1: none */
 	uint32_t dense; /* index into mmu.used */
 	uint16_t win;
-	bool ro;     /* mapped read-only: its gpa holds translated code */
+	bool ro;     /* mapped read-only: its gpa holds translated code run through another page */
+	bool exec;   /* translated code was fetched through this mapping */
 	bool global; /* mapped by a global entry: survives MOV to CR3 as a TLB entry does */
 };
 #define POP_NO_RAM UINT64_MAX
@@ -197,7 +199,7 @@ struct emu {
 	uc_hook step_hooks[MAX_STEP_HOOKS]; /* code hooks over blocks that were stepped */
 	uint64_t step_addr[MAX_STEP_HOOKS];
 	unsigned int nr_step;
-	uc_hook hooks[8];
+	uc_hook hooks[9];
 	uc_hook special_hooks[MAX_SPECIAL_HOOKS];
 	uint64_t special_addr[MAX_SPECIAL_HOOKS];
 	unsigned int nr_special;
@@ -233,6 +235,7 @@ struct emu {
 	uc_context *ctx;
 
 	uint64_t until;	       /* stop address armed for the next run, 0: none */
+	uint64_t exit_set;     /* the exit Unicorn has now (0: none) */
 	bool until_arming;     /* the stop that armed it: keep it for the rerun */
 	uint64_t until_next;   /* after a stop before insns[k]: the stop after it */
 	uint64_t until_dla_ip; /* insns[k] and the address it accesses */
@@ -281,7 +284,7 @@ void mmu_pg_on(struct emu *emu, bool flush);
 void mmu_tlb_flush(struct emu *emu);
 void mmu_tb_invalidate(struct emu *emu, uint64_t la, uint64_t len);
 void mmu_resync(struct emu *emu, const struct walk_paging *next, uint64_t only);
-void mmu_code_page(struct emu *emu, uint64_t gpa);
+void mmu_code_page(struct emu *emu, uint64_t la, uint64_t gpa);
 void mmu_service(struct emu *emu);
 int mmu_check_identity(struct emu *emu, const struct walk_paging *p, uint64_t *ret_la,
 		       uint64_t *ret_gpa);
@@ -291,6 +294,7 @@ void emu_write_efer(struct emu *emu, uint64_t efer);
 
 /* emu-count.c */
 void count_hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data);
+void count_hook_new_tb(uc_engine *uc, uc_tb *cur, uc_tb *prev, void *data);
 void count_retire_to(struct emu *emu, uint64_t rip, bool trap);
 uint64_t count_data_address(struct emu *emu, const struct insn *in);
 void count_retire_through(struct emu *emu, uint64_t rip, uint64_t to);

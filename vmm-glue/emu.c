@@ -587,6 +587,9 @@ static int add_hooks(struct emu *emu)
 		ue = uc_hook_add(emu->uc, &emu->hooks[6], UC_HOOK_INSN, (void *) hook_syscall, emu,
 				 1, 0, UC_X86_INS_SYSCALL);
 	if (ue == UC_ERR_OK)
+		ue = uc_hook_add(emu->uc, &emu->hooks[7], UC_HOOK_EDGE_GENERATED,
+				 (void *) count_hook_new_tb, emu, 1, 0);
+	if (ue == UC_ERR_OK)
 		ue = uc_ctl_exits_enable(emu->uc);
 	return ue == UC_ERR_OK ? 0 : -EIO;
 }
@@ -606,6 +609,7 @@ static int new_vpmu(struct emu *emu, const struct emu_config *cfg, char *err, si
 	}
 	vpmu_config_init(&vc);
 	vc.model = cfg->model;
+	vc.version = cfg->pmu_version ? cfg->pmu_version : -1;
 	vc.backend = (enum vpmu_backend) cfg->pmu_backend;
 	vc.signo = cfg->pmu_signo;
 	vc.pmi = pmi_cb;
@@ -847,6 +851,7 @@ static int run_stub(struct emu *emu, const uint8_t *code, size_t len, uint64_t e
 	memcpy(at, code, len);
 	if (uc_ctl_set_exits(emu->uc, &entry, 1) != UC_ERR_OK)
 		return -EIO;
+	emu->exit_set = entry;
 	mmu_pg_off(emu);
 	emu->trampoline = 0;
 	emu->in_run = true;
@@ -854,6 +859,7 @@ static int run_stub(struct emu *emu, const uint8_t *code, size_t len, uint64_t e
 	emu->in_run = false;
 	mmu_pg_on(emu, true);
 	uc_ctl_set_exits(emu->uc, NULL, 0);
+	emu->exit_set = 0;
 	rip = emu_reg(emu, UC_X86_REG_RIP);
 	if (ue != UC_ERR_OK || rip != entry || emu->trampoline != 0) {
 		emu->trampoline = -1;
@@ -1244,8 +1250,12 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 		 */
 		if (emu->until && emu->until > emu->resume_rip)
 			mmu_tb_invalidate(emu, emu->resume_rip, emu->until + 1 - emu->resume_rip);
-		exits[0] = emu->until;
-		uc_ctl_set_exits(emu->uc, exits, emu->until ? 1 : 0);
+		if (emu->until != emu->exit_set) {
+			/* Unicorn rebuilds its exit set on every call: only when it changes */
+			exits[0] = emu->until;
+			uc_ctl_set_exits(emu->uc, exits, emu->until ? 1 : 0);
+			emu->exit_set = emu->until;
+		}
 		emu->until_arming = false;
 		insns_before = emu->st.instructions;
 		emu->in_run = true;

@@ -39,6 +39,8 @@ struct emu_config {
 	vpmu_log_fn pmu_log; /* the vPMU's warnings and errors; NULL: none */
 	void *pmu_log_data;
 	enum emu_layout layout;
+	/* the perfmon version the vPMU exposes (vpmu_config.version); 0: the model's */
+	int pmu_version;
 };
 
 struct emu_stats {

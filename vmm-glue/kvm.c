@@ -273,6 +273,7 @@ static int cpu_init(struct kvm_vm *vm, unsigned int i, const struct kvm_cpuid2 *
 	}
 	vpmu_config_init(&vc);
 	vc.model = vm->cfg.model;
+	vc.version = vm->cfg.pmu_version ? vm->cfg.pmu_version : -1;
 	vc.backend = vm->cfg.backend;
 	vc.pmi = pmi_cb;
 	vc.pmi_data = c;

@@ -36,6 +36,8 @@ struct kvm_vm_config {
 	const struct vpmu_filter *pmu_filter; /* NULL: the default policy; outlives the VM */
 	vpmu_log_fn pmu_log;		      /* the vPMU's warnings and errors; NULL: none */
 	void *pmu_log_data;
+	/* the perfmon version the vPMU exposes (vpmu_config.version); 0: the model's */
+	int pmu_version;
 };
 
 struct kvm_vm;

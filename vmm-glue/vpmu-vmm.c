@@ -46,7 +46,10 @@ static void usage(FILE *f)
 		"                              hardware PMU to back guest counters, else emu "
 		"(default auto)\n"
 		"  --smp N                     vCPUs (KVM only; default 1)\n"
-		"  --cpu MODEL                 guest CPU model (default Skylake-Server)\n"
+		"  --cpu MODEL[,perfmon=N]     guest CPU model (default Skylake-Server), its PMU "
+		"narrowed\n"
+		"                              to architectural perfmon version N (2 up to the "
+		"model's)\n"
 		"  --mem SIZE                  guest RAM, e.g. 128M, 1G (default 128M; no suffix: "
 		"MiB)\n"
 		"  --host-counters auto|exact|time|perf  what backs guest counters: exact (the "
@@ -116,6 +119,26 @@ static int parse_size(const char *s, uint64_t *ret)
 	if (*end || !v || v > (1ull << 40) / mul)
 		return -EINVAL;
 	*ret = v * mul;
+	return 0;
+}
+
+/* --cpu MODEL[,perfmon=N]: cuts `arg` at the comma; *ret_version 0 without a suffix. */
+static int parse_cpu(char *arg, int *ret_version)
+{
+	char *opt = strchr(arg, ','), *end;
+	long v;
+
+	*ret_version = 0;
+	if (!opt)
+		return 0;
+	if (strncmp(opt + 1, "perfmon=", 8))
+		return -EINVAL;
+	errno = 0;
+	v = strtol(opt + 9, &end, 10);
+	if (errno || end == opt + 9 || *end || v < 1 || v > 255)
+		return -EINVAL;
+	*opt = '\0';
+	*ret_version = (int) v;
 	return 0;
 }
 
@@ -234,14 +257,16 @@ static void summary_vpmu(struct vpmu_vcpu *vcpu)
 		const char *state;
 		char note[96];
 
-		if (!(c->flags & VPMU_CTR_PROGRAMMED) && !c->overflows && !c->log_repeats)
+		if (!(c->flags & VPMU_CTR_PROGRAMMED) && !c->overflows && !v.log_repeats[i])
 			continue;
 		if (c->time_enabled)
 			fprintf(stderr,
-				"vpmu-vmm:   %s%u host event enabled %llu ns, running %llu ns\n",
+				"vpmu-vmm:   %s%u host event enabled %llu ns, running %llu ns, "
+				"discarded at reloads %llu ns\n",
 				i < 8 ? "gp" : "fixed", i < 8 ? i : i - 8,
 				(unsigned long long) c->time_enabled,
-				(unsigned long long) c->time_running);
+				(unsigned long long) c->time_running,
+				(unsigned long long) v.time_discarded[i]);
 		state = c->flags & VPMU_CTR_UNBACKED   ? "unbacked"
 			: c->flags & VPMU_CTR_FILTERED ? "filtered"
 			: c->flags & VPMU_CTR_DEGRADED ? "degraded"
@@ -254,12 +279,12 @@ static void summary_vpmu(struct vpmu_vcpu *vcpu)
 			i < 8 ? "gp" : "fixed", i < 8 ? i : i - 8, (unsigned long long) c->config,
 			(unsigned long long) c->count, (unsigned long long) c->overflows, note);
 		/* the library logs one line per counter and reason: the rest are counted */
-		if (c->log_repeats)
+		if (v.log_repeats[i])
 			fprintf(stderr,
 				"vpmu-vmm:   %s%u: its warning above repeated %llu times, not "
 				"logged again\n",
 				i < 8 ? "gp" : "fixed", i < 8 ? i : i - 8,
-				(unsigned long long) c->log_repeats);
+				(unsigned long long) v.log_repeats[i]);
 	}
 }
 
@@ -633,6 +658,13 @@ int main(int argc, char **argv)
 			accel = optarg;
 			break;
 		case 'c':
+			if (parse_cpu(optarg, &cfg.pmu_version) < 0) {
+				fprintf(stderr,
+					"vpmu-vmm: --cpu %s: use MODEL or MODEL,perfmon=N (N: the "
+					"perfmon version, 2 up to the model's)\n",
+					optarg);
+				return EXIT_VMM_ERROR;
+			}
 			cfg.model = optarg;
 			break;
 		case 'm':
@@ -779,6 +811,7 @@ int main(int argc, char **argv)
 		}
 		kvm_vm_config_init(&kc);
 		kc.model = cfg.model;
+		kc.pmu_version = cfg.pmu_version;
 		kc.mem_size = cfg.mem_size;
 		kc.smp = smp;
 		kc.pmu_filter = pmu_filter;

@@ -173,7 +173,7 @@ static int exact_update(void *state, unsigned int ctr, const struct vpmu_hw_want
 	return created ? 1 : 0;
 }
 
-static uint64_t exact_read(void *state, unsigned int ctr)
+static uint64_t exact_read(void *state, unsigned int ctr, bool discard)
 {
 	struct exact_state *s = state;
 	uint64_t d = s->ctr[ctr].pending;

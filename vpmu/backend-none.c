@@ -27,7 +27,7 @@ static int none_update(void *state, unsigned int ctr, const struct vpmu_hw_want 
 	return want->ev.kind == HEV_NONE ? 0 : -EOPNOTSUPP;
 }
 
-static uint64_t none_read(void *state, unsigned int ctr)
+static uint64_t none_read(void *state, unsigned int ctr, bool discard)
 {
 	return 0;
 }

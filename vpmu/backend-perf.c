@@ -97,11 +97,11 @@ static int perf_update(void *state, unsigned int ctr, const struct vpmu_hw_want 
 	return hc_update(&s->set, ctr, want, &p, 0, ret_delta);
 }
 
-static uint64_t perf_read(void *state, unsigned int ctr)
+static uint64_t perf_read(void *state, unsigned int ctr, bool discard)
 {
 	struct perf_state *s = state;
 
-	return hc_read(&s->set, ctr);
+	return hc_read(&s->set, ctr, discard);
 }
 
 static uint64_t perf_poll(void *state)

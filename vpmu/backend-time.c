@@ -161,11 +161,11 @@ static int time_update(void *state, unsigned int ctr, const struct vpmu_hw_want 
 	return r;
 }
 
-static uint64_t time_read(void *state, unsigned int ctr)
+static uint64_t time_read(void *state, unsigned int ctr, bool discard)
 {
 	struct time_state *s = state;
 
-	return hc_read(&s->set, ctr);
+	return hc_read(&s->set, ctr, discard);
 }
 
 static uint64_t time_poll(void *state)

@@ -39,10 +39,11 @@ struct vpmu_hw_want {
 
 /* What a backend knows of one host counter, for the stats. */
 struct vpmu_backend_info {
-	uint64_t time_enabled; /* ns the host event was enabled, as perf reports it */
-	uint64_t time_running; /* ns it was on a hardware counter (less: multiplexed) */
-	bool degraded;	       /* counts, but not all the time, or overflows may come late */
-	int error;	       /* why degraded: negative errno, else 0 */
+	uint64_t time_enabled;	 /* ns the host event was enabled, as perf reports it */
+	uint64_t time_running;	 /* ns it was on a hardware counter (less: multiplexed) */
+	uint64_t time_discarded; /* ns counted, then dropped by a guest write (time backend) */
+	bool degraded;		 /* counts, but not all the time, or overflows may come late */
+	int error;		 /* why degraded: negative errno, else 0 */
 };
 
 struct vpmu_backend_ops {
@@ -62,8 +63,12 @@ struct vpmu_backend_ops {
 	 */
 	int (*update)(void *state, unsigned int ctr, const struct vpmu_hw_want *want,
 		      uint64_t *ret_delta);
-	/* Events counted since the previous update or read. */
-	uint64_t (*read)(void *state, unsigned int ctr);
+	/*
+	 * Events counted since the previous update or read. `discard`: the
+	 * core drops them (the guest wrote the counter since), for the
+	 * backend's account of discarded time.
+	 */
+	uint64_t (*read)(void *state, unsigned int ctr, bool discard);
 	/*
 	 * Optional (host backends): take the host overflows that arrived
 	 * since the last poll; returns the counters that wrapped, for the

@@ -277,7 +277,7 @@ static inline bool fold(struct vpmu_vcpu *vcpu, unsigned int ctr)
 
 	if (!hw->backed)
 		return false;
-	delta = vcpu->backend->read(vcpu->backend_state, ctr);
+	delta = vcpu->backend->read(vcpu->backend_state, ctr, hw->discard);
 	vcpu->stats.backend_reads++;
 	if (hw->discard) {
 		delta = 0;

@@ -58,19 +58,20 @@ struct host_cpu {
 	bool hypervisor;
 };
 
-/* SDM Vol. 2A CPUID leaf 0 (vendor) and leaf 1 EAX (display family/model). */
-static void host_cpu(struct host_cpu *c)
+/* SDM Vol. 2A CPUID leaf 0 (vendor) and leaf 1 EAX (display family/model), ECX[31]. */
+static void host_cpu(const struct host_probe *in, struct host_cpu *c)
 {
-	unsigned int a, b, cx, d;
+	uint32_t a;
 
 	memset(c, 0, sizeof(*c));
-	if (!__get_cpuid(0, &a, &b, &cx, &d))
+	if (!in->cpuid_ok)
 		return;
-	memcpy(c->vendor, &b, 4);
-	memcpy(c->vendor + 4, &d, 4);
-	memcpy(c->vendor + 8, &cx, 4);
-	if (a < 1 || !__get_cpuid(1, &a, &b, &cx, &d))
+	memcpy(c->vendor, &in->leaf0[1], 4);
+	memcpy(c->vendor + 4, &in->leaf0[3], 4);
+	memcpy(c->vendor + 8, &in->leaf0[2], 4);
+	if (in->leaf0[0] < 1)
 		return;
+	a = in->leaf1[0];
 	c->family = (a >> 8) & 0xf;
 	c->model = (a >> 4) & 0xf;
 	c->stepping = a & 0xf;
@@ -78,7 +79,7 @@ static void host_cpu(struct host_cpu *c)
 		c->model |= ((a >> 16) & 0xf) << 4;
 	if (c->family == 0xf)
 		c->family += (a >> 20) & 0xff;
-	c->hypervisor = cx & (1u << 31);
+	c->hypervisor = in->leaf1[2] & (1u << 31);
 }
 
 /* The vpmu model whose core PMU this CPU has (event encodings included). */
@@ -99,9 +100,9 @@ static const struct vpmu_model *host_model(const struct host_cpu *c)
 }
 
 /* The first core PMU libpfm4 found present, other than its architectural fallback. */
-static int pfm_core_pmu(char *name, size_t len, int *ret_more)
+static int pfm_core_pmu(char *name, size_t len, unsigned int *ret_more)
 {
-	int n = 0;
+	unsigned int n = 0;
 
 	*ret_more = 0;
 	if (host_pfm_init() != PFM_SUCCESS)
@@ -122,44 +123,70 @@ static int pfm_core_pmu(char *name, size_t len, int *ret_more)
 	return n ? 0 : -ENOENT;
 }
 
-int host_pmu_detect(struct host_pmu *ret)
+void host_pmu_probe(struct host_probe *ret)
+{
+	struct host_probe in;
+
+	memset(&in, 0, sizeof(in));
+	if (__get_cpuid(0, &in.leaf0[0], &in.leaf0[1], &in.leaf0[2], &in.leaf0[3])) {
+		in.cpuid_ok = true;
+		if (in.leaf0[0] >= 1)
+			__get_cpuid(1, &in.leaf1[0], &in.leaf1[1], &in.leaf1[2], &in.leaf1[3]);
+	}
+	in.hw = probe(PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS);
+	/* 0xc0: instructions retired, on Intel and on AMD alike */
+	in.raw = probe(PERF_TYPE_RAW, 0xc0);
+	in.sw = probe(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK);
+	in.pfm = pfm_core_pmu(in.pfm_pmu, sizeof(in.pfm_pmu), &in.pfm_more);
+	*ret = in;
+}
+
+void host_pmu_decide(const struct host_probe *in, struct host_pmu *ret)
 {
 	struct host_pmu h;
 	struct host_cpu c;
 	char pmu[64] = "", probes[64];
-	int hw, sw = 0, raw = -ENOENT, more = 0;
 
 	memset(&h, 0, sizeof(h));
-	host_cpu(&c);
+	host_cpu(in, &c);
 	h.intel = !strcmp(c.vendor, "GenuineIntel");
 
-	hw = probe(PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS);
-	if (!hw) {
+	if (!in->hw) {
 		h.kind = HOST_PMU_HW;
-		/* 0xc0: instructions retired, on Intel and on AMD alike */
-		raw = probe(PERF_TYPE_RAW, 0xc0);
-		h.raw_ok = !raw;
+		h.raw_ok = !in->raw;
 		snprintf(probes, sizeof(probes), "hardware PMU%s",
 			 h.raw_ok ? ", raw events" : ", raw events refused");
 	} else {
-		sw = probe(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK);
-		h.kind = sw ? HOST_PMU_NONE : HOST_PMU_SOFTWARE;
-		if (sw)
-			snprintf(probes, sizeof(probes), "no perf_event_open (%s)", strerror(-sw));
+		h.kind = in->sw ? HOST_PMU_NONE : HOST_PMU_SOFTWARE;
+		if (in->sw)
+			snprintf(probes, sizeof(probes), "no perf_event_open (%s)",
+				 strerror(-in->sw));
 		else
 			snprintf(probes, sizeof(probes), "no hardware PMU (%s), task-clock ok",
-				 strerror(-hw));
+				 strerror(-in->hw));
 	}
 
-	if (!pfm_core_pmu(h.pfm_pmu, sizeof(h.pfm_pmu), &more))
-		snprintf(pmu, sizeof(pmu), "libpfm4 %s%s", h.pfm_pmu, more ? " (hybrid)" : "");
-	else
+	if (!in->pfm && in->pfm_pmu[0]) {
+		snprintf(h.pfm_pmu, sizeof(h.pfm_pmu), "%.*s", (int) sizeof(h.pfm_pmu) - 1,
+			 in->pfm_pmu);
+		snprintf(pmu, sizeof(pmu), "libpfm4 %s%s", h.pfm_pmu,
+			 in->pfm_more ? " (hybrid)" : "");
+	} else {
 		snprintf(pmu, sizeof(pmu), "libpfm4 knows no core PMU here");
+	}
 	h.model = host_model(&c);
 
 	snprintf(h.why, sizeof(h.why), "%s; %s %02X_%02XH stepping %u%s; %s; model %s", probes,
 		 c.vendor[0] ? c.vendor : "unknown CPU", c.family, c.model, c.stepping,
 		 c.hypervisor ? " (VM)" : "", pmu, h.model ? h.model->name : "none");
 	*ret = h;
+}
+
+int host_pmu_detect(struct host_pmu *ret)
+{
+	struct host_probe in;
+
+	host_pmu_probe(&in);
+	host_pmu_decide(&in, ret);
 	return 0;
 }

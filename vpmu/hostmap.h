@@ -39,8 +39,33 @@ struct host_pmu {
  * Probe perf_event_open (hardware instructions, raw 0xc0, then
  * task-clock), CPUID vendor/family/model, and libpfm4's core PMU. Fills
  * *ret; returns 0 (what was found is in ret->kind and ret->why).
+ * host_pmu_probe() then host_pmu_decide().
  */
 int host_pmu_detect(struct host_pmu *ret);
+
+/*
+ * What the detection reads from the machine, so that it can be recorded
+ * on one host and replayed on another (the tests hold recorded hosts).
+ */
+struct host_probe {
+	/* CPUID leaves 0 and 1 (SDM Vol. 2A), EAX EBX ECX EDX; cpuid_ok false: no CPUID */
+	bool cpuid_ok;
+	uint32_t leaf0[4], leaf1[4];
+	/* perf_event_open on this thread: 0 or -errno */
+	int hw;	 /* PERF_TYPE_HARDWARE, instructions */
+	int raw; /* PERF_TYPE_RAW 0xc0 */
+	int sw;	 /* PERF_TYPE_SOFTWARE, task-clock */
+	/* libpfm4: 0 and its first present core PMU's name, or -errno; how many more */
+	int pfm;
+	char pfm_pmu[32];
+	unsigned int pfm_more;
+};
+
+/* Read the machine: every probe above, each once. */
+void host_pmu_probe(struct host_probe *ret);
+
+/* What those inputs say the host has (no system call). */
+void host_pmu_decide(const struct host_probe *in, struct host_pmu *ret);
 
 /*
  * Fill *ret_attr for guest event `ev` of guest model `guest` on `host`:

@@ -294,6 +294,8 @@ static int64_t mono_ns(void)
 {
 	struct timespec ts;
 
+	if (perf_sys.monotonic_ns)
+		return perf_sys.monotonic_ns();
 	/* the vDSO: no syscall */
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -456,6 +458,23 @@ static bool in_window(const struct host_ctr *c, uint64_t rep, uint64_t wrap)
 }
 
 /*
+ * A guest write replaced the counter's value; the new count starts at host
+ * count `to` and the last report was at `from`. Account as discarded what
+ * the host counted and the guest never saw: from the last report, or,
+ * after a guest overflow that no guest read followed, from the wrap (the
+ * count past the wrap was in the value the write replaced). The time
+ * backend's stats show it (time_discarded).
+ */
+static void drop(struct host_ctr *c, uint64_t from, uint64_t to)
+{
+	if (c->past_wrap && c->mark < from)
+		from = c->mark;
+	if (to > from)
+		c->discarded += to - from;
+	c->past_wrap = false;
+}
+
+/*
  * Re-arm with a read: the next host overflow where the guest wraps (or
  * as soon as the host can, past it). -errno if the host refused.
  */
@@ -601,6 +620,7 @@ int hc_update(struct hc_set *s, unsigned int ctr, const struct vpmu_hw_want *wan
 
 	/* the same event: the value, the enable or the period changed */
 	if (want->discard) {
+		uint64_t rep_before = c->rep;
 		bool fits = false;
 
 		c->remaining = want->mask + 1 - (want->base & want->mask);
@@ -628,6 +648,7 @@ int hc_update(struct hc_set *s, unsigned int ctr, const struct vpmu_hw_want *wan
 			}
 			c->rep = c->vpos;
 		}
+		drop(c, rep_before, c->rep);
 		c->reload_ok = false;
 	} else {
 		delta = report(c, &wrapped);
@@ -653,7 +674,7 @@ int hc_update(struct hc_set *s, unsigned int ctr, const struct vpmu_hw_want *wan
 	return 0;
 }
 
-uint64_t hc_read(struct hc_set *s, unsigned int ctr)
+uint64_t hc_read(struct hc_set *s, unsigned int ctr, bool discard)
 {
 	struct host_ctr *c = &s->ctr[ctr];
 	bool wrapped;
@@ -664,6 +685,8 @@ uint64_t hc_read(struct hc_set *s, unsigned int ctr)
 	if (!c->frozen_exact)
 		refresh(c);
 	c->read_since = true;
+	if (discard)
+		drop(c, c->rep, c->vpos); /* the core drops what this read returns */
 	d = report(c, &wrapped);
 	if (wrapped) {
 		/* found by this read: the host overflow still to come is not the guest's */
@@ -671,6 +694,7 @@ uint64_t hc_read(struct hc_set *s, unsigned int ctr)
 		c->reload_ok = true;
 		c->grid_wrap = c->wrap;
 	}
+	c->past_wrap = false; /* the guest has seen the count */
 	return d;
 }
 
@@ -716,6 +740,8 @@ uint64_t hc_poll(struct hc_set *s)
 				if (c->vpos < c->wrap)
 					c->vpos = c->wrap;
 				c->grid_wrap = point;
+				c->mark = point;
+				c->past_wrap = true;
 				c->armed = false;
 				c->reload_ok = true;
 				c->read_since = false;
@@ -746,6 +772,8 @@ uint64_t hc_poll(struct hc_set *s)
 				c->reload_ok = true;
 				c->read_since = true;
 				c->grid_wrap = c->wrap;
+				c->mark = c->wrap;
+				c->past_wrap = true;
 				wrapped = true;
 			} else {
 				set_deadline(c);
@@ -783,6 +811,8 @@ void hc_info(struct hc_set *s, unsigned int ctr, struct vpmu_backend_info *ret)
 		return;
 	ret->time_enabled = c->last.enabled;
 	ret->time_running = c->last.running;
+	/* host units are ns only where they are this thread's CPU time */
+	ret->time_discarded = c->wall_bound ? c->discarded : 0;
 	if (c->read_err) {
 		/* a pinned event the host could not schedule reads nothing */
 		ret->degraded = true;

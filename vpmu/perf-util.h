@@ -51,6 +51,8 @@ struct perf_sys {
 	void *(*mmap)(size_t len, int fd); /* shared, read-write; MAP_FAILED on failure */
 	int (*munmap)(void *addr, size_t len);
 	int (*close)(int fd);
+	/* CLOCK_MONOTONIC in ns, for the time backend's deadlines; NULL: the real one */
+	int64_t (*monotonic_ns)(void);
 };
 
 extern struct perf_sys perf_sys;
@@ -141,6 +143,9 @@ struct host_ctr {
 	int read_err;		/* the last read() failed: why (-EBUSY: not scheduled) */
 	int warned;		/* errno last logged for this counter, since its event changed */
 	uint64_t samples, lost, spurious, rearms;
+	bool past_wrap; /* the guest counter wrapped at `mark`; no guest read or write since */
+	uint64_t mark;
+	uint64_t discarded; /* host units counted, then dropped by a guest write (drop()) */
 };
 
 /* A backend's state starts with its hc_set (tests reach it through vcpu->backend_state). */
@@ -162,7 +167,8 @@ void hc_fini(struct hc_set *s);
  */
 int hc_update(struct hc_set *s, unsigned int ctr, const struct vpmu_hw_want *want,
 	      const struct hc_params *p, int err, uint64_t *ret_delta);
-uint64_t hc_read(struct hc_set *s, unsigned int ctr);
+/* The backend read (see backend.h); `discard`: the core drops what it returns. */
+uint64_t hc_read(struct hc_set *s, unsigned int ctr, bool discard);
 /* Fold every host overflow since the last poll; the counters that wrapped. */
 uint64_t hc_poll(struct hc_set *s);
 /* Whether a host counter has a record for hc_poll(); no syscall. */

@@ -169,6 +169,20 @@ void pebs_assist(struct vpmu_vcpu *vcpu);
 
 /* stats.c */
 void stats_publish(struct vpmu_vcpu *vcpu);
+/*
+ * One attempt at a consistent copy of the published stats: 0 and *ret
+ * filled, or -EAGAIN (*ret untouched) when a publication was under way or
+ * happened during the copy. vpmu_stats_read() retries it. `mid` (tests;
+ * NULL otherwise) runs between the first sequence load and the copy.
+ */
+int stats_read_attempt(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret,
+		       void (*mid)(void *data), void *mid_data);
+/*
+ * Test hook, NULL otherwise: called on the publishing thread before word
+ * `step` of the copy is stored (the sequence is then odd), and with step
+ * = the number of words once all are stored, before the sequence is even.
+ */
+extern void (*stats_publish_step)(struct vpmu_vcpu *vcpu, size_t step);
 
 /* Fill vcpu->msr_count from the narrowed model (msr.c). */
 void msr_counts_init(struct vpmu_vcpu *vcpu);

@@ -88,7 +88,8 @@ static const char *event_name(const struct vpmu_event_table *t, unsigned int slo
 }
 
 static void put_counter(struct out *o, const struct vpmu_event_table *t, unsigned int slot,
-			const struct vpmu_counter_stats *c)
+			const struct vpmu_counter_stats *c, uint64_t time_discarded,
+			uint64_t log_repeats)
 {
 	static const struct {
 		uint32_t bit;
@@ -110,9 +111,10 @@ static void put_counter(struct out *o, const struct vpmu_event_table *t, unsigne
 		put(o, "null");
 	put(o,
 	    ",\"count\":%" PRIu64 ",\"time_enabled\":%" PRIu64 ",\"time_running\":%" PRIu64
-	    ",\"overflows\":%" PRIu64 ",\"creates\":%" PRIu64 ",\"updates\":%" PRIu64
-	    ",\"flags\":[",
-	    c->count, c->time_enabled, c->time_running, c->overflows, c->creates, c->updates);
+	    ",\"time_discarded\":%" PRIu64 ",\"overflows\":%" PRIu64 ",\"creates\":%" PRIu64
+	    ",\"updates\":%" PRIu64 ",\"flags\":[",
+	    c->count, c->time_enabled, c->time_running, time_discarded, c->overflows, c->creates,
+	    c->updates);
 	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
 		if (!(c->flags & flags[i].bit))
 			continue;
@@ -124,7 +126,7 @@ static void put_counter(struct out *o, const struct vpmu_event_table *t, unsigne
 	    : c->flags & VPMU_CTR_UNBACKED ? "unbacked"
 	    : c->flags & VPMU_CTR_FILTERED ? "filtered"
 					   : "idle",
-	    c->error, c->log_repeats);
+	    c->error, log_repeats);
 }
 
 int vpmu_stats_to_json(const struct vpmu_stats *st, unsigned int index, char *buf, size_t size,
@@ -165,7 +167,6 @@ int vpmu_stats_to_json(const struct vpmu_stats *st, unsigned int index, char *bu
 	FIELD(pebs_deferred);
 	FIELD(walk_faults);
 	FIELD(pmis_merged);
-	FIELD(log_repeats);
 #undef FIELD
 	put(&o, ",\"counters\":[");
 	for (unsigned int i = 0; i < VPMU_STATS_COUNTERS; i++) {
@@ -173,7 +174,7 @@ int vpmu_stats_to_json(const struct vpmu_stats *st, unsigned int index, char *bu
 			continue;
 		if (!first)
 			put(&o, ",");
-		put_counter(&o, t, i, &st->counters[i]);
+		put_counter(&o, t, i, &st->counters[i], st->time_discarded[i], st->log_repeats[i]);
 		first = false;
 	}
 	put(&o, "]}");

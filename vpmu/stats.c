@@ -35,14 +35,16 @@ static void counter_stats(struct vpmu_vcpu *vcpu, unsigned int ctr, unsigned int
 			cs->flags |= VPMU_CTR_RUNNING;
 	}
 	cs->error = hw->error;
-	cs->log_repeats = vcpu->log_seen[slot].repeats;
+	vcpu->stats.log_repeats[slot] = vcpu->log_seen[slot].repeats;
 	cs->time_enabled = cs->time_running = 0;
+	vcpu->stats.time_discarded[slot] = 0;
 	if (vcpu->backend->info && hw->backed) {
 		struct vpmu_backend_info bi;
 
 		vcpu->backend->info(vcpu->backend_state, ctr, &bi);
 		cs->time_enabled = bi.time_enabled;
 		cs->time_running = bi.time_running;
+		vcpu->stats.time_discarded[slot] = bi.time_discarded;
 		if (bi.degraded) {
 			cs->flags |= VPMU_CTR_DEGRADED;
 			if (!cs->error)
@@ -50,6 +52,8 @@ static void counter_stats(struct vpmu_vcpu *vcpu, unsigned int ctr, unsigned int
 		}
 	}
 }
+
+void (*stats_publish_step)(struct vpmu_vcpu *vcpu, size_t step);
 
 void stats_publish(struct vpmu_vcpu *vcpu)
 {
@@ -61,9 +65,6 @@ void stats_publish(struct vpmu_vcpu *vcpu)
 		counter_stats(vcpu, i, i);
 	for (unsigned int i = 0; i < vcpu->model.nr_fixed; i++)
 		counter_stats(vcpu, 32 + i, 8 + i);
-	s->log_repeats = 0;
-	for (unsigned int i = 0; i < VPMU_STATS_COUNTERS; i++)
-		s->log_repeats += vcpu->log_seen[i].repeats;
 	s->global_status = vcpu->global_status;
 	s->global_ctrl = vcpu->global_ctrl;
 	seq = __atomic_load_n(&vcpu->pub.seq, __ATOMIC_RELAXED);
@@ -72,27 +73,43 @@ void stats_publish(struct vpmu_vcpu *vcpu)
 
 	__atomic_store_n(&vcpu->pub.seq, seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(words); i++) {
+		if (stats_publish_step)
+			stats_publish_step(vcpu, i);
 		__atomic_store_n(&vcpu->pub.words[i], words[i], __ATOMIC_RELAXED);
+	}
+	if (stats_publish_step)
+		stats_publish_step(vcpu, ARRAY_SIZE(words));
 	__atomic_store_n(&vcpu->pub.seq, seq + 2, __ATOMIC_RELEASE);
 	vcpu->stats_dirty = false;
 }
 
-int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret)
+int stats_read_attempt(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret,
+		       void (*mid)(void *data), void *mid_data)
 {
 	uint64_t words[sizeof(*ret) / 8];
 	unsigned int s1, s2;
 
+	s1 = __atomic_load_n(&vcpu->pub.seq, __ATOMIC_ACQUIRE);
+	if (mid)
+		mid(mid_data);
+	for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+		words[i] = __atomic_load_n(&vcpu->pub.words[i], __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	s2 = __atomic_load_n(&vcpu->pub.seq, __ATOMIC_RELAXED);
+	/* odd: a publication is under way; moved: one happened while copying */
+	if ((s1 & 1) || s1 != s2)
+		return -EAGAIN;
+	memcpy(ret, words, sizeof(words));
+	return 0;
+}
+
+int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret)
+{
 	if (!vcpu || !ret)
 		return -EINVAL;
-	do {
-		s1 = __atomic_load_n(&vcpu->pub.seq, __ATOMIC_ACQUIRE);
-		for (size_t i = 0; i < ARRAY_SIZE(words); i++)
-			words[i] = __atomic_load_n(&vcpu->pub.words[i], __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		s2 = __atomic_load_n(&vcpu->pub.seq, __ATOMIC_RELAXED);
-	} while ((s1 & 1) || s1 != s2);
-	memcpy(ret, words, sizeof(words));
+	while (stats_read_attempt(vcpu, ret, NULL, NULL) == -EAGAIN)
+		;
 	return 0;
 }
 

@@ -12,18 +12,40 @@
  * LVT unmask, GLOBAL_STATUS read again, EOI (4 PMU MSR accesses, 2 APIC).
  * main's argument (RDI; 0 under vpmu-vmm) may set the number of PMIs
  * (bits 31:0) and the period in us (bits 63:32).
+ *
+ * Under vpmu-vmm (argument 0) the handler of PMIs 100, 200 and 300 is
+ * slow on purpose: it waits LATE_PERIODS periods of core cycles, timed on
+ * GP counter 0 (3CH/00H, SDM Vol. 3B Table 21-1: the same clock, no PMI),
+ * before it reloads. Such a reload comes later than the host's sampling
+ * grid allows; the vPMU discards the time since the wrap and reports it
+ * (vpmu-vmm --verbose "discarded at reloads"), which the host side's
+ * accounting checks to the ns.
  */
 #include "guest.h"
 
-#define PMI_VECTOR 0xf1
-#define TIMER_PMIS 400
-#define FIXED1	   (1ul << 33)	/* GLOBAL_CTRL / GLOBAL_STATUS bit of fixed counter 1 */
-#define FX1_CTRL   (0xbul << 4) /* FIXED_CTR_CTRL: fixed 1 OS | USR | PMI (Figure 21-2) */
-#define MASK48	   ((1ul << 48) - 1)
-#define SPIN_LIMIT (1ul << 34) /* loop iterations: give up (the host will have timed out) */
+#define PMI_VECTOR   0xf1
+#define TIMER_PMIS   400
+#define FIXED1	     (1ul << 33)  /* GLOBAL_CTRL / GLOBAL_STATUS bit of fixed counter 1 */
+#define FX1_CTRL     (0xbul << 4) /* FIXED_CTR_CTRL: fixed 1 OS | USR | PMI (Figure 21-2) */
+#define MASK48	     ((1ul << 48) - 1)
+#define SPIN_LIMIT   (1ul << 34) /* loop iterations: give up (the host will have timed out) */
+#define GP0	     (1ul << 0)
+#define CYCLES_SEL   (0x3cul | 1ul << 16 | 1ul << 17 | 1ul << 22) /* 3CH/00H, USR, OS, EN */
+#define LATE_EVERY   100 /* PMIs between two slow handlers */
+#define LATE_PERIODS 3	 /* how many periods a slow handler waits */
 
-static volatile unsigned int pmis, strays, empty, entries;
-static uint64_t preset;
+static volatile unsigned int pmis, strays, empty, entries, late;
+static uint64_t preset, period;
+static bool slow_handlers;
+
+/* Wait `cycles` core cycles as GP counter 0 counts them. */
+static void wait_cycles(uint64_t cycles)
+{
+	uint64_t start = rdmsr(MSR_IA32_PMC0), spins = 0;
+
+	while (((rdmsr(MSR_IA32_PMC0) - start) & MASK48) < cycles && spins++ < SPIN_LIMIT)
+		;
+}
 
 /*
  * The status is cleared before the reload, so an overflow that comes
@@ -47,6 +69,11 @@ static void on_pmi(struct frame *f)
 		else
 			strays++;
 		wrmsr(MSR_CORE_PERF_GLOBAL_OVF_CTRL, status);
+		if (slow_handlers && (status & FIXED1) && pmis % LATE_EVERY == 0 &&
+		    pmis < TIMER_PMIS) {
+			wait_cycles(LATE_PERIODS * period);
+			late++;
+		}
 		wrmsr(MSR_CORE_PERF_FIXED_CTR0 + 1, preset);
 		wrmsr(MSR_LVT_PMI, PMI_VECTOR); /* the delivery masked it */
 		status = rdmsr(MSR_CORE_PERF_GLOBAL_STATUS);
@@ -57,7 +84,7 @@ static void on_pmi(struct frame *f)
 int main(uint64_t arg)
 {
 	struct cpuid_regs a = cpuid_regs(0xa, 0), t = cpuid_regs(0x15, 0);
-	uint64_t hz, period, spins = 0, left, past, period_us = arg >> 32 ? arg >> 32 : 1000;
+	uint64_t hz, spins = 0, left, past, period_us = arg >> 32 ? arg >> 32 : 1000;
 	unsigned int got, after, want = (uint32_t) arg ? (uint32_t) arg : TIMER_PMIS;
 
 	idt_init();
@@ -75,12 +102,16 @@ int main(uint64_t arg)
 	printf("timer-pmi: nominal clock %lu Hz, PMI every %lu cycles (%lu us), until %u PMIs\n",
 	       hz, period, period_us, want);
 
+	slow_handlers = !arg;
+
 	sti();
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
 	wrmsr(MSR_LVT_PMI, PMI_VECTOR);
 	wrmsr(MSR_CORE_PERF_FIXED_CTR0 + 1, preset);
 	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, FX1_CTRL);
-	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, FIXED1);
+	wrmsr(MSR_IA32_PMC0, 0);
+	wrmsr(MSR_IA32_PERFEVTSEL0, slow_handlers ? CYCLES_SEL : 0);
+	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, FIXED1 | (slow_handlers ? GP0 : 0));
 	while (pmis < want && spins < SPIN_LIMIT)
 		spins++;
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
@@ -88,8 +119,9 @@ int main(uint64_t arg)
 	left = rdmsr(MSR_CORE_PERF_FIXED_CTR0 + 1);
 	past = (left - preset) & MASK48;
 	printf("timer-pmi: %u PMIs, %u without the fixed-1 status bit, %u with an empty status, "
-	       "%lu loop iterations; counter at %lu cycles into the next period\n",
-	       got, strays, empty, spins, past);
+	       "%lu loop iterations, %u slow handlers; counter at %lu cycles into the next "
+	       "period\n",
+	       got, strays, empty, spins, late, past);
 	/*
 	 * A few more may land between the loop's test and the GLOBAL_CTRL
 	 * write: host overflows come some 10-50 us after the wrap (task-clock hrtimer), which is
@@ -97,6 +129,8 @@ int main(uint64_t arg)
 	 */
 	report(got >= want && got < want + 8, "%u PMIs came", want);
 	report(strays == 0, "every overflow had GLOBAL_STATUS bit 33 (fixed counter 1)");
+	if (slow_handlers)
+		report(late == TIMER_PMIS / LATE_EVERY - 1, "%u slow handlers reloaded late", late);
 	/*
 	 * A host overflow comes some us after the wrap: the guest may
 	 * disable the counter in between. Then the count says it wrapped, and

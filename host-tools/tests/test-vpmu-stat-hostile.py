@@ -39,11 +39,12 @@ def snapshot(model='Skylake-Server', backend='exact', vmm='vpmu-vmm', kind='gp',
     fields = ['msr_reads', 'msr_writes', 'msr_faults', 'rdpmcs', 'syncs', 'backend_ops',
               'backend_reads', 'creates', 'overflows', 'pmis_requested', 'pmis_delivered',
               'global_status', 'global_ctrl', 'pebs_records', 'pebs_bytes', 'pebs_skipped',
-              'pebs_deferred', 'walk_faults', 'pmis_merged', 'log_repeats']
-    vcpu = {'index': 0, 'model': model, 'backend': backend, 'version': 3, 'seq': 7}
+              'pebs_deferred', 'walk_faults', 'pmis_merged']
+    vcpu = {'index': 0, 'model': model, 'backend': backend, 'version': 4, 'seq': 7}
     vcpu.update({f: 1 for f in fields})
     vcpu['counters'] = [{'slot': 0, 'kind': kind, 'index': 0, 'config': 0x4300c0,
                          'event': event, 'count': 12345, 'time_enabled': 0, 'time_running': 0,
+                         'time_discarded': 0,
                          'overflows': 0, 'creates': 1, 'updates': 1,
                          'flags': ['implemented', 'programmed', 'backed'], 'state': state,
                          'error': 0, 'log_repeats': 0}]

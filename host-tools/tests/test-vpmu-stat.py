@@ -142,9 +142,14 @@ def self_test_checker():
 
 # ---- the test --------------------------------------------------------------
 
+# every vpmu-vmm started, killed at the end if still running (a failed check must not leave one)
+started = []
+
+
 def start_vmm(sock, wait_ready=True):
     p = subprocess.Popen([VMM, '--accel', 'emu', '--stats', sock, KERNEL], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
+    started.append(p)
     lines = []
     if wait_ready:
         for line in p.stdout:
@@ -381,12 +386,17 @@ def main():
     self_test_checker()
     tmp = tempfile.mkdtemp(prefix='vpmu-stat-')
     try:
-        return run_all(tmp)
+        return checks(tmp)
     finally:
+        for p in started:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        # the test's own fake server socket is in there too
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run_all(tmp):
+def checks(tmp):
     sock = os.path.join(tmp, 'vm.sock')
     vmm, lines = start_vmm(sock)
     out = ''.join(lines)
@@ -427,17 +437,17 @@ def run_all(tmp):
           '--json: gp1 overflowed once per PMI')
     check(v['pmis_requested'] == pmis and v['pmis_delivered'] == pmis, '--json: PMIs requested/delivered')
     check(ctr['gp2']['state'] == 'idle' and ctr['gp2']['event'] is None, '--json: idle counter')
-    check(len(v['counters']) == 7 and v['version'] == 3 and v['msr_writes'] > 0,
-          '--json: 4 GP + 3 fixed counters, stats fields (struct version 3)')
-    check(v['pmis_merged'] == 0 and v['log_repeats'] == 0 and
-          all(c['log_repeats'] == 0 for c in v['counters']),
+    check(len(v['counters']) == 7 and v['version'] == 4 and v['msr_writes'] > 0,
+          '--json: 4 GP + 3 fixed counters, stats fields (struct version 4)')
+    check(v['pmis_merged'] == 0 and all(c['log_repeats'] == 0 for c in v['counters']),
           '--json: no merged PMI, no repeated log line')
-    check(all(c['time_enabled'] == 0 and c['time_running'] == 0 for c in v['counters']),
+    check(all(c['time_enabled'] == 0 and c['time_running'] == 0 and c['time_discarded'] == 0
+              for c in v['counters']),
           '--json: the exact backend has no host times')
     for f in ('seq', 'msr_reads', 'msr_writes', 'msr_faults', 'rdpmcs', 'syncs', 'backend_ops',
               'backend_reads', 'creates', 'overflows', 'pmis_requested', 'pmis_delivered',
               'global_status', 'global_ctrl', 'pebs_records', 'pebs_bytes', 'pebs_skipped',
-              'pebs_deferred', 'walk_faults', 'pmis_merged', 'log_repeats'):
+              'pebs_deferred', 'walk_faults', 'pmis_merged'):
         if not isinstance(v.get(f), int):
             check(False, f'--json: field {f}')
 

@@ -3,8 +3,12 @@
 """Run vpmu-vmm on a guest kernel; check its exit status and that every
 pattern (a regular expression) matches a line of the guest's output.
 
-usage: run-guest.py [--accel emu|kvm] [--cpu MODEL] [--needs-host-pmu 1]
+usage: run-guest.py [--accel emu|kvm] [--cpu MODEL] [--needs-host-pmu 1] [--skips N]
                     VMM KERNEL STATUS [PATTERN...]
+
+--skips N: the guest's closing line "SUMMARY: P passed, F failed, K
+skipped" must be there with K = N, so that a change that turns checks into
+skips (or skips into checks) does not pass unnoticed.
 
 With --accel kvm the test is skipped (exit 77, meson's skip code) with one
 line that says why where it cannot mean anything: no /dev/kvm, a KVM that
@@ -38,7 +42,7 @@ def host_has_pmu():
 
 def main():
     args = sys.argv[1:]
-    accel, extra, needs_pmu = 'emu', [], False
+    accel, extra, needs_pmu, skips = 'emu', [], False, None
     while args and args[0].startswith('--'):
         opt, val = args[0], args[1]
         args = args[2:]
@@ -48,6 +52,8 @@ def main():
             extra += ['--cpu', val]
         elif opt == '--needs-host-pmu':
             needs_pmu = val == '1'
+        elif opt == '--skips':
+            skips = int(val)
         else:
             print(f'run-guest: unknown option {opt}')
             return 2
@@ -80,6 +86,15 @@ def main():
     if re.search(r'^FAIL', p.stdout, re.M):
         print('run-guest: the guest reported failures')
         ok = False
+    if skips is not None:
+        m = re.findall(r'^SUMMARY: \d+ passed, \d+ failed, (\d+) skipped$', p.stdout, re.M)
+        if len(m) != 1:
+            print(f'run-guest: expected one SUMMARY line with {skips} skipped, found {len(m)}')
+            ok = False
+        elif int(m[0]) != skips:
+            print(f'run-guest: the guest skipped {m[0]} checks, expected exactly {skips} '
+                  f'(the pinned count in guest-tests/meson.build)')
+            ok = False
     return 0 if ok else 1
 
 

@@ -5,7 +5,10 @@
  * test says they counted, overflow on the period grid the way the kernel
  * reloads a period (the next overflow one period after the previous one),
  * write PERF_RECORD_SAMPLE records into the ring buffer, and fail with
- * whatever errno a test injects. Every syscall is counted. fake_vcpu()
+ * whatever errno a test injects. Every syscall is counted. Its monotonic
+ * clock stands still until a test moves it (fake.now_ns), so the time
+ * backend's wall-clock deadlines do not depend on how fast the test runs
+ * (a loaded machine). fake_vcpu()
  * makes a vCPU on a host backend whose PMIs and log lines land in fake_out.
  */
 #ifndef VPMU_TEST_FAKE_PERF_H
@@ -52,6 +55,7 @@ static struct fake_perf {
 	int fail_open_count; /* how many opens fail (-1: all) */
 	int fail_mmap;
 	int fail_ioctl;
+	int64_t now_ns; /* CLOCK_MONOTONIC, as the backends see it */
 } fake;
 
 static struct fake_event *fake_ev(int fd)
@@ -267,6 +271,11 @@ static void fake_count(int fd, uint64_t n)
 	e->count = end;
 }
 
+static int64_t fake_monotonic_ns(void)
+{
+	return fake.now_ns;
+}
+
 static void fake_install(void)
 {
 	memset(&fake, 0, sizeof(fake));
@@ -277,6 +286,7 @@ static void fake_install(void)
 	perf_sys.mmap = fake_mmap;
 	perf_sys.munmap = fake_munmap;
 	perf_sys.close = fake_close;
+	perf_sys.monotonic_ns = fake_monotonic_ns;
 }
 
 static void fake_uninstall(void)

@@ -7,12 +7,14 @@
 #include <criterion/parameterized.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "vpmu/vpmu.h"
 #include "facts.h"
+#include "pmu.h"
 
 #define EVTSEL	   0x186
 #define A_PMC	   0x4c1
@@ -684,7 +686,7 @@ Test(stats, merged_pmis)
  * fixed 0 both count instructions and are published together, so any
  * torn copy shows them apart, or a count going backwards.
  */
-static atomic_bool done;
+static atomic_bool done, reading;
 
 static void *reader(void *arg)
 {
@@ -704,6 +706,7 @@ static void *reader(void *arg)
 		}
 		last = st.counters[0].count;
 		reads++;
+		atomic_store(&reading, true);
 	}
 	return reads ? NULL : (void *) 2;
 }
@@ -720,7 +723,11 @@ Test(stats, concurrent_reader_sees_no_torn_values)
 	/* sync k publishes 7 * (k - 1) instructions: every field comes from one publication */
 	vpmu_vcpu_sync(v);
 	atomic_store(&done, false);
+	atomic_store(&reading, false);
 	cr_assert_eq(pthread_create(&t, NULL, reader, v), 0);
+	/* however busy the machine, the reader has started before the writer does */
+	while (!atomic_load(&reading))
+		sched_yield();
 	for (int i = 0; i < 200000; i++) {
 		run(v, 7, 0);
 		vpmu_vcpu_sync(v); /* publishes */
@@ -728,5 +735,84 @@ Test(stats, concurrent_reader_sees_no_torn_values)
 	atomic_store(&done, true);
 	cr_assert_eq(pthread_join(t, &res), 0);
 	cr_expect_null(res, "reader saw a torn or backwards value (%p)", res);
+	vpmu_vcpu_free(v);
+}
+
+/*
+ * The same, step by step and deterministic: at every step of a
+ * publication (the sequence odd, some words stored), a reader's attempt
+ * is refused, never a mixture of two publications; once it is done the
+ * attempt gets the new figures whole.
+ */
+static struct {
+	struct vpmu_vcpu *v;
+	size_t steps, accepted, publications;
+} mid_publication;
+
+static void read_at_each_step(struct vpmu_vcpu *v, size_t step)
+{
+	struct vpmu_stats st;
+
+	if (v != mid_publication.v)
+		return;
+	mid_publication.steps++;
+	mid_publication.publications += step == 0;
+	if (stats_read_attempt(v, &st, NULL, NULL) != -EAGAIN)
+		mid_publication.accepted++;
+}
+
+Test(stats, reader_never_takes_a_publication_in_progress)
+{
+	struct vpmu_vcpu *v = vcpu("Skylake-Server");
+	const size_t words = sizeof(struct vpmu_stats) / 8;
+	struct vpmu_stats st;
+
+	wr(v, EVTSEL, INST_ANY_P | USR | OS | EN);
+	wr(v, FIXED_CTRL, 0x3);
+	wr(v, GCTRL, B(0) | B(32));
+	vpmu_vcpu_sync(v);
+	cr_assert_eq(stats_read_attempt(v, &st, NULL, NULL), 0);
+	cr_expect_eq(st.counters[0].count, 0);
+	run(v, 7, 0);
+	mid_publication.v = v;
+	stats_publish_step = read_at_each_step;
+	vpmu_vcpu_sync(v);
+	stats_publish_step = NULL;
+	cr_expect_eq(mid_publication.publications, 1);
+	cr_expect_eq(mid_publication.steps, words + 1, "%zu steps for %zu words",
+		     mid_publication.steps, words);
+	cr_expect_eq(mid_publication.accepted, 0,
+		     "%zu of %zu copies taken while a publication was under way",
+		     mid_publication.accepted, mid_publication.steps);
+	cr_assert_eq(stats_read_attempt(v, &st, NULL, NULL), 0);
+	cr_expect_eq(st.counters[0].count, 7);
+	cr_expect_eq(st.counters[8].count, 7);
+	vpmu_vcpu_free(v);
+}
+
+/* A whole publication between the reader's first look and its copy: the attempt is refused. */
+static void publish_meanwhile(void *data)
+{
+	struct vpmu_vcpu *v = data;
+
+	run(v, 7, 0);
+	vpmu_vcpu_sync(v);
+}
+
+Test(stats, reader_retries_after_a_publication_during_its_copy)
+{
+	struct vpmu_vcpu *v = vcpu("Skylake-Server");
+	struct vpmu_stats st;
+
+	wr(v, EVTSEL, INST_ANY_P | USR | OS | EN);
+	wr(v, GCTRL, B(0));
+	vpmu_vcpu_sync(v);
+	memset(&st, 0x5a, sizeof(st));
+	cr_expect_eq(stats_read_attempt(v, &st, publish_meanwhile, v), -EAGAIN);
+	cr_expect_eq(st.version, 0x5a5a5a5a, "*ret untouched on -EAGAIN");
+	cr_assert_eq(stats_read_attempt(v, &st, NULL, NULL), 0);
+	cr_expect_eq(st.counters[0].count, 7);
+	cr_assert_eq(vpmu_stats_read(v, &st), 0);
+	cr_expect_eq(st.counters[0].count, 7);
 	vpmu_vcpu_free(v);
 }

@@ -234,16 +234,22 @@ Test(filter_parse, null_arguments)
 
 /* ---- vpmu_filter_load ------------------------------------------------------------- */
 
+/* A file holding `data`, in $TMPDIR (or /tmp); the caller unlinks it before asserting. */
 static char *temp_file(const char *data, size_t len)
 {
-	static char path[64];
+	static char path[4096];
+	const char *dir = getenv("TMPDIR");
+	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "/tmp/vpmu-test-filter-XXXXXX");
+	snprintf(path, sizeof(path), "%s/vpmu-test-filter-XXXXXX", dir && *dir ? dir : "/tmp");
 	fd = mkstemp(path);
-	cr_assert(fd >= 0);
-	cr_assert_eq(write(fd, data, len), (ssize_t) len);
+	cr_assert(fd >= 0, "mkstemp %s", path);
+	n = write(fd, data, len);
 	close(fd);
+	if (n != (ssize_t) len)
+		unlink(path);
+	cr_assert_eq(n, (ssize_t) len);
 	return path;
 }
 
@@ -253,6 +259,7 @@ Test(filter_load, files)
 	static const char nul[] = "action allow\nevent 0xc0\0 umask 0\n";
 	struct vpmu_filter *f = NULL;
 	char err[256] = "", *path;
+	int r;
 
 	cr_expect_eq(vpmu_filter_load("/nonexistent/filter", &f, err, sizeof(err)), -ENOENT);
 	cr_expect_str_eq(err, "cannot open: No such file or directory");
@@ -261,13 +268,15 @@ Test(filter_load, files)
 	cr_expect_null(f);
 
 	path = temp_file(nul, sizeof(nul) - 1);
-	cr_expect_eq(vpmu_filter_load(path, &f, err, sizeof(err)), -EINVAL);
-	cr_expect_str_eq(err, "line 2: NUL byte: not a text file");
+	r = vpmu_filter_load(path, &f, err, sizeof(err));
 	unlink(path);
+	cr_expect_eq(r, -EINVAL);
+	cr_expect_str_eq(err, "line 2: NUL byte: not a text file");
 
 	path = temp_file(good, sizeof(good) - 1);
-	cr_assert_eq(vpmu_filter_load(path, &f, err, sizeof(err)), 0, "%s", err);
-	unlink(path);
+	r = vpmu_filter_load(path, &f, err, sizeof(err));
+	unlink(path); /* before any assertion, which ends the test */
+	cr_assert_eq(r, 0, "%s", err);
 	cr_expect(vpmu_filter_allows_gp(f, INST_ANY_P | USR | EN));
 	cr_expect(!vpmu_filter_allows_gp(f, BR_ALL | USR | EN));
 	cr_expect(!vpmu_filter_allows_fixed(f, 0));
@@ -286,9 +295,9 @@ Test(filter_load, too_large)
 	path = temp_file(big, len);
 	free(big);
 	cr_expect_eq(vpmu_filter_load(path, &f, err, sizeof(err)), -EFBIG);
+	unlink(path);
 	cr_expect_str_eq(err, "larger than 1048576 bytes: not a PMU filter file");
 	cr_expect_null(f);
-	unlink(path);
 }
 
 /* ---- semantics, table-driven ------------------------------------------------------ */

@@ -357,8 +357,8 @@ VPMU_API void vpmu_pmi_merged(struct vpmu_vcpu *vcpu);
 
 /* ---- statistics ---------------------------------------------------------- */
 
-/* 2: host times per counter; 3: pmis_merged, log_repeats */
-#define VPMU_STATS_VERSION  3
+/* 2: host times per counter; 3: time_discarded; 4: pmis_merged, log_repeats */
+#define VPMU_STATS_VERSION  4
 #define VPMU_STATS_COUNTERS 16 /* slots: GP i at i, fixed i at 8 + i */
 
 /* vpmu_counter_stats.flags */
@@ -382,13 +382,6 @@ struct vpmu_counter_stats {
 	int32_t error;	       /* why unbacked or degraded: negative errno, else 0 */
 	uint64_t time_enabled; /* host backends: ns the host event was enabled */
 	uint64_t time_running; /* ... and counting (less: multiplexed or not scheduled) */
-	/*
-	 * Warnings about this counter not logged: the library logs one line
-	 * per counter and reason for the life of the vCPU, and counts the
-	 * repeats here (a guest toggling an unbacked event cannot flood the
-	 * log).
-	 */
-	uint64_t log_repeats;
 };
 
 struct vpmu_stats {
@@ -415,8 +408,27 @@ struct vpmu_stats {
 	char model[32];
 	char backend[16];
 	struct vpmu_counter_stats counters[VPMU_STATS_COUNTERS];
+	/*
+	 * Per counter slot (as counters[]), time backend: ns of the host
+	 * event's time_running that it counted and a guest write of the
+	 * counter (a reload) discarded before they reached the counter
+	 * value. A reload that keeps the host's sampling grid discards
+	 * nothing; one that comes later than the grid allows (the guest's
+	 * handler took longer than a period) starts the new period at the
+	 * reload and discards the time since the last fold. So for a guest
+	 * that samples with period P and reloads at each overflow,
+	 * time_running - time_discarded is overflows x P plus the partial
+	 * last period. 0 for other backends.
+	 */
+	uint64_t time_discarded[VPMU_STATS_COUNTERS];
 	uint64_t pmis_merged; /* PMIs merged into a pending interrupt (vpmu_pmi_merged) */
-	uint64_t log_repeats; /* the counters' log_repeats, summed */
+	/*
+	 * Per counter slot (as counters[]): warnings about the counter not
+	 * logged. The library logs one line per counter and reason for the
+	 * life of the vCPU and counts the repeats here, so a guest toggling
+	 * an event the host cannot back cannot flood the log.
+	 */
+	uint64_t log_repeats[VPMU_STATS_COUNTERS];
 };
 
 /*
@@ -429,9 +441,9 @@ VPMU_API int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *re
 /*
  * `st` (one vCPU's figures, index `index` in its VM) as one JSON object,
  * the element of a snapshot's "vcpus" array: {"index", "model", "backend",
- * every field of struct vpmu_stats, "counters": [{"slot", "kind" ("gp" or
+ * every scalar field of struct vpmu_stats, "counters": [{"slot", "kind" ("gp" or
  * "fixed"), "index", "config", "event" (catalogue name or null), "count",
- * "time_enabled", "time_running", "overflows", "creates", "updates",
+ * "time_enabled", "time_running", "time_discarded", "overflows", "creates", "updates",
  * "flags", "state" ("backed", "unbacked", "filtered" or "idle"), "error",
  * "log_repeats"}, ...]} for each implemented counter.
  * Written NUL-terminated to `buf`; *ret_len is its length without the NUL.
