@@ -9,9 +9,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "bits.h"
-#include "msr-index.h"
 #include "pebs-decode.h"
+#include "vpmu/bits.h"
+#include "vpmu/msr.h"
 
 static uint64_t get64(const uint8_t *p)
 {
@@ -121,16 +121,6 @@ static int get_cntr_group(struct cursor *c, struct pebs_decoded *d, const char *
 
 static int decode_fmt3(const uint8_t *buf, size_t len, struct pebs_decoded *d, const char **why)
 {
-	/* Fig 20-10: the legacy register order. */
-	static const struct {
-		unsigned int off;
-		enum pebs_gpr reg;
-	} legacy[] = {
-		{ PEBS3_RAX, PEBS_RAX }, { PEBS3_RBX, PEBS_RBX }, { PEBS3_RCX, PEBS_RCX },
-		{ PEBS3_RDX, PEBS_RDX }, { PEBS3_RSI, PEBS_RSI }, { PEBS3_RDI, PEBS_RDI },
-		{ PEBS3_RBP, PEBS_RBP }, { PEBS3_RSP, PEBS_RSP },
-	};
-
 	if (len < PEBS3_SIZE) {
 		*why = "truncated format 3 record (200 bytes each)";
 		return -EMSGSIZE;
@@ -139,10 +129,9 @@ static int decode_fmt3(const uint8_t *buf, size_t len, struct pebs_decoded *d, c
 	d->groups = PEBS_DEC_BASIC | PEBS_DEC_MEMINFO | PEBS_DEC_GPRS;
 	d->rflags = get64(buf + PEBS3_RFLAGS);
 	d->ip = get64(buf + PEBS3_RIP);
-	for (unsigned int i = 0; i < ARRAY_SIZE(legacy); i++)
-		d->gpr[legacy[i].reg] = get64(buf + legacy[i].off);
-	for (unsigned int r = PEBS_R8; r <= PEBS_R15; r++)
-		d->gpr[r] = get64(buf + PEBS3_R(r));
+	/* Figure 20-10: the legacy register order */
+	for (unsigned int r = 0; r < PEBS_NR_GPRS; r++)
+		d->gpr[r] = get64(buf + pebs3_gpr_offset(r));
 	d->applicable = get64(buf + PEBS3_APPLICABLE);
 	d->dla = get64(buf + PEBS3_DLA);
 	d->data_src = get64(buf + PEBS3_DATA_SRC);
@@ -177,7 +166,7 @@ static int decode_adaptive(const struct pebs_decode_info *info, const uint8_t *b
 		return -EMSGSIZE;
 	}
 	q = get64(buf + PEBS_BASIC_FORMAT);
-	size = (size_t) FIELD_GET(PEBS_BASIC_RECORD_SIZE, q);
+	size = (size_t) VPMU_FIELD_GET(PEBS_BASIC_RECORD_SIZE, q);
 	if (size < PEBS_BASIC_SIZE) {
 		*why = "Record Size is smaller than the Basic group";
 		return -EINVAL;
@@ -199,7 +188,7 @@ static int decode_adaptive(const struct pebs_decode_info *info, const uint8_t *b
 	if (info->timed) {
 		d->has_retire_latency = true;
 		d->retire_valid = true;
-		d->retire_latency = FIELD_GET(PEBS_BASIC_RETIRE_LATENCY, q);
+		d->retire_latency = VPMU_FIELD_GET(PEBS_BASIC_RETIRE_LATENCY, q);
 	}
 	g = take(&c, PEBS_BASIC_SIZE);
 	d->eventing_ip = get64(g + PEBS_BASIC_IP);
@@ -229,7 +218,7 @@ static int decode_adaptive(const struct pebs_decode_info *info, const uint8_t *b
 	}
 	if (rf & PEBS_DATACFG_LBRS) {
 		/* DATA_CFG[31:24] + 1 entries: at most 256, the format allows 32 */
-		unsigned int n = (unsigned int) FIELD_GET(PEBS_DATACFG_LBR_ENTRIES, rf) + 1;
+		unsigned int n = (unsigned int) VPMU_FIELD_GET(PEBS_DATACFG_LBR_ENTRIES, rf) + 1;
 
 		if (n > PEBS_LBR_MAX_ENTRIES) {
 			*why = "LBR group with more than 32 entries";
@@ -262,10 +251,9 @@ short_record:
 	 ARCH_PEBS_CNTR_GP | ARCH_PEBS_CNTR_FIXED | ARCH_PEBS_CNTR_METRICS | ARCH_PEBS_HDR_LBR |   \
 	 ARCH_PEBS_HDR_XMM | ARCH_PEBS_HDR_GPR | ARCH_PEBS_HDR_AUX | ARCH_PEBS_HDR_BASIC)
 
-static int decode_arch(const uint8_t *buf, size_t len, struct pebs_decoded *d, const char **why)
+/* The architectural PEBS header: the record's size and the groups that follow. */
+static int arch_header(const uint8_t *buf, size_t len, struct pebs_decoded *d, const char **why)
 {
-	struct cursor c = { .p = buf, .off = 0 };
-	const uint8_t *g;
 	uint64_t h;
 	size_t size;
 
@@ -274,7 +262,7 @@ static int decode_arch(const uint8_t *buf, size_t len, struct pebs_decoded *d, c
 		return -EMSGSIZE;
 	}
 	h = get64(buf + ARCH_PEBS_HDR_FORMAT);
-	size = (size_t) FIELD_GET(ARCH_PEBS_HDR_RECORD_SIZE, h);
+	size = (size_t) VPMU_FIELD_GET(ARCH_PEBS_HDR_RECORD_SIZE, h);
 	if (size < ARCH_PEBS_HDR_SIZE || size % ARCH_PEBS_ALIGN) {
 		*why = "header record size is not a multiple of 16 of at least 16";
 		return -EINVAL;
@@ -292,80 +280,120 @@ static int decode_arch(const uint8_t *buf, size_t len, struct pebs_decoded *d, c
 		*why = "continued (fragmented) records are not supported";
 		return -EOPNOTSUPP;
 	}
-	c.end = size;
 	d->size = size;
 	d->format_qword = h;
 	d->mode64 = h & ARCH_PEBS_HDR_64BIT_MODE;
-	take(&c, ARCH_PEBS_HDR_SIZE);
+	return 0;
+}
+
+/* The Basic and Aux groups; false if the record is too short for them. */
+static bool arch_basic_aux(struct cursor *c, uint64_t h, struct pebs_decoded *d)
+{
+	const uint8_t *g;
 
 	if (h & ARCH_PEBS_HDR_BASIC) {
 		uint64_t r;
 
-		if (!(g = take(&c, ARCH_PEBS_BASIC_SIZE)))
-			goto short_record;
+		if (!(g = take(c, ARCH_PEBS_BASIC_SIZE)))
+			return false;
 		d->eventing_ip = get64(g + ARCH_PEBS_BASIC_IP);
 		d->applicable = get64(g + ARCH_PEBS_BASIC_APPLICABLE);
 		d->tsc = get64(g + ARCH_PEBS_BASIC_TSC);
 		r = get64(g + ARCH_PEBS_BASIC_RETIRE);
 		d->has_retire_latency = true;
 		d->retire_valid = r & ARCH_PEBS_BASIC_RETIRE_VALID;
-		d->retire_latency = FIELD_GET(ARCH_PEBS_BASIC_RETIRE_LATENCY, r);
+		d->retire_latency = VPMU_FIELD_GET(ARCH_PEBS_BASIC_RETIRE_LATENCY, r);
 		d->groups |= PEBS_DEC_BASIC;
 	}
 	if (h & ARCH_PEBS_HDR_AUX) {
-		if (!(g = take(&c, ARCH_PEBS_AUX_SIZE)))
-			goto short_record;
+		if (!(g = take(c, ARCH_PEBS_AUX_SIZE)))
+			return false;
 		d->dla = get64(g + ARCH_PEBS_AUX_DLA);
 		d->data_src = get64(g + ARCH_PEBS_AUX_DATA_SRC);
 		d->latency = get64(g + ARCH_PEBS_AUX_LATENCY);
 		d->tsx = get64(g + ARCH_PEBS_AUX_TSX);
 		d->groups |= PEBS_DEC_MEMINFO;
 	}
+	return true;
+}
+
+/* The GPR and XER (XMM) groups; false if the record is too short for them. */
+static bool arch_regs(struct cursor *c, uint64_t h, struct pebs_decoded *d)
+{
+	const uint8_t *g;
+
 	if (h & ARCH_PEBS_HDR_GPR) {
-		if (!(g = take(&c, ARCH_PEBS_GPRS_SIZE)))
-			goto short_record;
+		if (!(g = take(c, ARCH_PEBS_GPRS_SIZE)))
+			return false;
 		get_gprs(g, d);
 		d->ssp = get64(g + ARCH_PEBS_GPRS_SSP);
 		d->groups |= PEBS_DEC_GPRS;
 	}
 	if (h & ARCH_PEBS_HDR_XMM) {
-		if (!(g = take(&c, ARCH_PEBS_XER_SIZE)))
-			goto short_record;
+		if (!(g = take(c, ARCH_PEBS_XER_SIZE)))
+			return false;
 		d->xstate = get64(g + ARCH_PEBS_XER_XSTATE);
 		get_xmms(g + ARCH_PEBS_XER_HDR_SIZE, d);
 		d->groups |= PEBS_DEC_XMMS;
 	}
-	if (h & ARCH_PEBS_HDR_LBR) {
-		unsigned int sel = (unsigned int) FIELD_GET(ARCH_PEBS_HDR_LBR, h);
-		uint64_t depth;
+	return true;
+}
 
-		if (!(g = take(&c, ARCH_PEBS_LBR_HDR_SIZE)))
+/* The LBR group: its header, then as many entries as its depth says. */
+static int arch_lbrs(struct cursor *c, uint64_t h, struct pebs_decoded *d, const char **why)
+{
+	unsigned int sel = (unsigned int) VPMU_FIELD_GET(ARCH_PEBS_HDR_LBR, h);
+	const uint8_t *g;
+	uint64_t depth;
+
+	if (!(g = take(c, ARCH_PEBS_LBR_HDR_SIZE)))
+		return -EMSGSIZE;
+	depth = get64(g + ARCH_PEBS_LBR_DEPTH);
+	if (depth > ARCH_PEBS_LBR_MAX_DEPTH ||
+	    (sel != ARCH_PEBS_LBR_SEL_VAR && depth != 8ULL * sel) ||
+	    (sel == ARCH_PEBS_LBR_SEL_VAR && depth == 0)) {
+		*why = "LBR header depth does not match the header's LBR selector";
+		return -EINVAL;
+	}
+	d->lbr_sel = sel;
+	d->lbr_ctl = get64(g + ARCH_PEBS_LBR_CTL);
+	d->ler.from = get64(g + ARCH_PEBS_LBR_LER_FROM);
+	d->ler.to = get64(g + ARCH_PEBS_LBR_LER_TO);
+	d->ler.info = get64(g + ARCH_PEBS_LBR_LER_INFO);
+	if (!(g = take(c, (size_t) depth * PEBS_LBR_ENTRY_SIZE)))
+		return -EMSGSIZE;
+	get_lbrs(g, (unsigned int) depth, d);
+	d->groups |= PEBS_DEC_LBRS;
+	return 0;
+}
+
+static int decode_arch(const uint8_t *buf, size_t len, struct pebs_decoded *d, const char **why)
+{
+	struct cursor c = { .p = buf, .off = 0 };
+	uint64_t h;
+	int r = arch_header(buf, len, d, why);
+
+	if (r < 0)
+		return r;
+	h = d->format_qword;
+	c.end = d->size;
+	take(&c, ARCH_PEBS_HDR_SIZE);
+	if (!arch_basic_aux(&c, h, d) || !arch_regs(&c, h, d))
+		goto short_record;
+	if (h & ARCH_PEBS_HDR_LBR) {
+		r = arch_lbrs(&c, h, d, why);
+		if (r == -EMSGSIZE)
 			goto short_record;
-		depth = get64(g + ARCH_PEBS_LBR_DEPTH);
-		if (depth > ARCH_PEBS_LBR_MAX_DEPTH ||
-		    (sel != ARCH_PEBS_LBR_SEL_VAR && depth != 8ULL * sel) ||
-		    (sel == ARCH_PEBS_LBR_SEL_VAR && depth == 0)) {
-			*why = "LBR header depth does not match the header's LBR selector";
-			return -EINVAL;
-		}
-		d->lbr_sel = sel;
-		d->lbr_ctl = get64(g + ARCH_PEBS_LBR_CTL);
-		d->ler.from = get64(g + ARCH_PEBS_LBR_LER_FROM);
-		d->ler.to = get64(g + ARCH_PEBS_LBR_LER_TO);
-		d->ler.info = get64(g + ARCH_PEBS_LBR_LER_INFO);
-		if (!(g = take(&c, (size_t) depth * PEBS_LBR_ENTRY_SIZE)))
-			goto short_record;
-		get_lbrs(g, (unsigned int) depth, d);
-		d->groups |= PEBS_DEC_LBRS;
+		if (r < 0)
+			return r;
 	}
 	if (h & ARCH_PEBS_HDR_CNTR) {
-		int r = get_cntr_group(&c, d, why);
-
+		r = get_cntr_group(&c, d, why);
 		if (r < 0)
 			return r;
 	}
 	/* The size counts the zero padding to the next 16-byte boundary. */
-	if (size - c.off >= ARCH_PEBS_ALIGN) {
+	if (d->size - c.off >= ARCH_PEBS_ALIGN) {
 		*why = "header record size is larger than its groups plus padding";
 		return -EINVAL;
 	}

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * PEBS record decoder: bytes + format in, fields out. The inverse of
- * vpmu/pebs-record.c's builders, reading at the offsets pebs-record.h
- * names. Every read is bounds-checked against the record's own size and
+ * libvpmu's record builders, reading at the offsets the public
+ * vpmu/pebs.h names. Every read is bounds-checked against the record's own size and
  * the bytes available, so a truncated or garbage buffer yields an error,
  * never an out-of-bounds read. Never prints.
  */
@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pebs-record.h"
+#include "vpmu/pebs.h"
 
 /* How the buffer was written: PERF_CAPABILITIES.PEBS_FMT and [17]. */
 struct pebs_decode_info {

@@ -22,9 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bits.h"
 #include "evtsel.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
+
+#define FIELD(mask, v) ((unsigned int) VPMU_FIELD_GET(mask, v))
 
 static const char *prog = "vpmu-events";
 
@@ -97,11 +98,11 @@ static void bits_text(uint64_t mask, char *out, size_t n)
 		unsigned int e = b;
 		int w;
 
-		if (!(mask & BIT_ULL(b)))
+		if (!(mask & VPMU_BIT_ULL(b)))
 			continue;
 		name = evtsel_bit_name(b);
 		/* a run of bits with the same name (or none) prints as a range */
-		while (e < 63 && (mask & BIT_ULL(e + 1)) && evtsel_bit_name(e + 1) == name)
+		while (e < 63 && (mask & VPMU_BIT_ULL(e + 1)) && evtsel_bit_name(e + 1) == name)
 			e++;
 		if (e == b)
 			w = snprintf(out + off, n - off, "%s%u", off ? ", " : "", b);
@@ -134,57 +135,61 @@ static bool matches(const char *pattern, const char *name)
 static int no_catalogue(const struct evtsel_model *m)
 {
 	fprintf(stderr, "%s: model %s has no event catalogue (only Skylake-Server has one)\n", prog,
-		m->model->name);
+		m->name);
 	return 1;
+}
+
+static void list_one(const struct vpmu_catalog_event *ev, bool first)
+{
+	if (opt.json) {
+		printf("%s\n{\"name\":", first ? "" : ",");
+		json_str(ev->name);
+		printf(",\"encoding\":\"0x%" PRIx64 "\",\"event\":%u,\"umask\":%u,"
+		       "\"cmask\":%u,\"pebs\":%s",
+		       ev->encoding, ev->event, ev->umask, ev->cmask,
+		       jbool(ev->flags & VPMU_EV_PEBS));
+		if (ev->fixed_idx >= 0)
+			printf(",\"fixed_counter\":%d", (int) ev->fixed_idx);
+		if (opt.desc && ev->desc) {
+			printf(",\"desc\":");
+			json_str(ev->desc);
+		}
+		printf("}");
+	} else {
+		printf("%-52s 0x%08" PRIx64 "%s\n", ev->name, ev->encoding,
+		       ev->flags & VPMU_EV_PEBS ? " [PEBS]" : "");
+		if (opt.desc && ev->desc)
+			printf("    %s\n", ev->desc);
+	}
 }
 
 static int cmd_list(struct evtsel_model *m, int argc, char **argv)
 {
 	const char *pattern = argc > 0 ? argv[0] : NULL;
+	struct vpmu_catalog_event ev;
 	size_t n = 0;
 
 	if (argc > 1) {
 		fprintf(stderr, "%s: list takes at most one PATTERN\n", prog);
 		return 1;
 	}
-	if (!m->events)
+	if (!m->nr_events)
 		return no_catalogue(m);
 	if (opt.json) {
 		printf("{\"model\":");
-		json_str(m->model->name);
+		json_str(m->name);
 		printf(",\"events\":[");
 	}
-	for (size_t i = 0; i < m->events->nr; i++) {
-		const struct vpmu_event_desc *ev = &m->events->events[i];
-
-		if (!matches(pattern, ev->name))
+	for (size_t i = 0; evtsel_event(m, i, &ev) == 0; i++) {
+		if (!matches(pattern, ev.name))
 			continue;
-		if (opt.json) {
-			printf("%s\n{\"name\":", n ? "," : "");
-			json_str(ev->name);
-			printf(",\"encoding\":\"0x%" PRIx64 "\",\"event\":%u,\"umask\":%u,"
-			       "\"cmask\":%u,\"pebs\":%s",
-			       vpmu_event_encode(ev), ev->event, ev->umask, ev->cmask,
-			       jbool(ev->flags & VPMU_EV_PEBS));
-			if (ev->fixed_idx >= 0)
-				printf(",\"fixed_counter\":%d", ev->fixed_idx);
-			if (opt.desc && ev->desc) {
-				printf(",\"desc\":");
-				json_str(ev->desc);
-			}
-			printf("}");
-		} else {
-			printf("%-52s 0x%08" PRIx64 "%s\n", ev->name, vpmu_event_encode(ev),
-			       ev->flags & VPMU_EV_PEBS ? " [PEBS]" : "");
-			if (opt.desc && ev->desc)
-				printf("    %s\n", ev->desc);
-		}
+		list_one(&ev, n == 0);
 		n++;
 	}
 	if (opt.json)
 		printf("\n],\"count\":%zu}\n", n);
 	if (!n) {
-		fprintf(stderr, "%s: no %s event matches '%s'\n", prog, m->model->name,
+		fprintf(stderr, "%s: no %s event matches '%s'\n", prog, m->name,
 			pattern ? pattern : "");
 		return 1;
 	}
@@ -208,22 +213,20 @@ static int parse_u64(const char *s, uint64_t *ret)
 	return 0;
 }
 
-/* Catalogue names sharing the matched event's encoding, after the first. */
-static void print_aliases(const struct evtsel_model *m, const struct vpmu_event_desc *ev)
+/* Catalogue names sharing event `index`'s encoding, after the first. */
+static void print_aliases(const struct evtsel_model *m, size_t index, uint64_t enc)
 {
-	uint64_t enc = vpmu_event_encode(ev);
+	struct vpmu_catalog_event o;
 	bool first = true;
 
-	for (size_t i = 0; i < m->events->nr; i++) {
-		const struct vpmu_event_desc *o = &m->events->events[i];
-
-		if (o == ev || vpmu_event_encode(o) != enc)
+	for (size_t i = 0; evtsel_event(m, i, &o) == 0; i++) {
+		if (i == index || o.encoding != enc)
 			continue;
 		if (opt.json) {
 			printf("%s", first ? "" : ",");
-			json_str(o->name);
+			json_str(o.name);
 		} else {
-			printf("%s%s", first ? " (same encoding: " : ", ", o->name);
+			printf("%s%s", first ? " (same encoding: " : ", ", o.name);
 		}
 		first = false;
 	}
@@ -231,96 +234,110 @@ static void print_aliases(const struct evtsel_model *m, const struct vpmu_event_
 		printf(")");
 }
 
-static int decode_one(struct evtsel_model *m, const char *arg)
-{
-	const struct vpmu_event_desc *ev;
+/* What decode found for one value. */
+struct decoded {
 	uint64_t v, reserved;
+	bool gp, named;
+	size_t index;
+	struct vpmu_catalog_event ev;
+};
+
+static void decode_json(const struct evtsel_model *m, const struct decoded *d)
+{
+	uint64_t v = d->v;
+
+	printf("{\"model\":");
+	json_str(m->name);
+	printf(",\"value\":\"0x%" PRIx64 "\",\"event\":%u,\"umask\":%u,\"usr\":%s,"
+	       "\"os\":%s,\"edge\":%s,\"pc\":%s,\"int\":%s,\"any\":%s,\"en\":%s,"
+	       "\"inv\":%s,\"cmask\":%u",
+	       v, FIELD(ARCH_PERFMON_EVENTSEL_EVENT, v), FIELD(ARCH_PERFMON_EVENTSEL_UMASK, v),
+	       jbool(v & ARCH_PERFMON_EVENTSEL_USR), jbool(v & ARCH_PERFMON_EVENTSEL_OS),
+	       jbool(v & ARCH_PERFMON_EVENTSEL_EDGE), jbool(v & ARCH_PERFMON_EVENTSEL_PIN_CONTROL),
+	       jbool(v & ARCH_PERFMON_EVENTSEL_INT), jbool(v & ARCH_PERFMON_EVENTSEL_ANY),
+	       jbool(v & ARCH_PERFMON_EVENTSEL_ENABLE), jbool(v & ARCH_PERFMON_EVENTSEL_INV),
+	       FIELD(ARCH_PERFMON_EVENTSEL_CMASK, v));
+	if (m->adaptive)
+		printf(",\"adaptive\":%s", jbool(v & ICL_EVENTSEL_ADAPTIVE));
+	if (m->eq)
+		printf(",\"eq\":%s", jbool(v & ARCH_PERFMON_EVENTSEL_EQ));
+	if (m->umask2)
+		printf(",\"umask2\":%u", FIELD(ARCH_PERFMON_EVENTSEL_UMASK2, v));
+	printf(",\"catalogue\":%s,\"name\":", jbool(m->nr_events));
+	if (d->named)
+		json_str(d->ev.name);
+	else
+		printf("null");
+	printf(",\"aliases\":[");
+	if (d->named)
+		print_aliases(m, d->index, d->ev.encoding);
+	printf("],\"reserved_mask\":\"0x%" PRIx64 "\",\"reserved_bits\":[", d->reserved);
+	for (unsigned int b = 0, first = 1; b < 64; b++)
+		if (d->reserved & VPMU_BIT_ULL(b)) {
+			printf("%s%u", first ? "" : ",", b);
+			first = 0;
+		}
+	printf("],\"wrmsr_gp\":%s}\n", jbool(d->gp));
+}
+
+static void decode_text(const struct evtsel_model *m, const struct decoded *d)
+{
+	uint64_t v = d->v;
 	char rtext[256];
-	bool gp;
-	int r;
 
-	if (parse_u64(arg, &v) < 0) {
-		fprintf(stderr, "%s: '%s' is not a 64-bit number (e.g. 0x5300c0)\n", prog, arg);
-		return 1;
-	}
-	r = evtsel_reserved(m, v, &reserved, &gp);
-	if (r < 0) {
-		fprintf(stderr, "%s: the library refused a probe write of 0x%" PRIx64 ": %s\n",
-			prog, v, strerror(-r));
-		return 1;
-	}
-	ev = m->events ? vpmu_event_decode(m->events, v) : NULL;
-	bits_text(reserved, rtext, sizeof(rtext));
-
-#define F(mask) ((unsigned int) FIELD_GET(mask, v))
-	if (opt.json) {
-		printf("{\"model\":");
-		json_str(m->model->name);
-		printf(",\"value\":\"0x%" PRIx64 "\",\"event\":%u,\"umask\":%u,\"usr\":%s,"
-		       "\"os\":%s,\"edge\":%s,\"pc\":%s,\"int\":%s,\"any\":%s,\"en\":%s,"
-		       "\"inv\":%s,\"cmask\":%u",
-		       v, F(ARCH_PERFMON_EVENTSEL_EVENT), F(ARCH_PERFMON_EVENTSEL_UMASK),
-		       jbool(v & ARCH_PERFMON_EVENTSEL_USR), jbool(v & ARCH_PERFMON_EVENTSEL_OS),
-		       jbool(v & ARCH_PERFMON_EVENTSEL_EDGE),
-		       jbool(v & ARCH_PERFMON_EVENTSEL_PIN_CONTROL),
-		       jbool(v & ARCH_PERFMON_EVENTSEL_INT), jbool(v & ARCH_PERFMON_EVENTSEL_ANY),
-		       jbool(v & ARCH_PERFMON_EVENTSEL_ENABLE),
-		       jbool(v & ARCH_PERFMON_EVENTSEL_INV), F(ARCH_PERFMON_EVENTSEL_CMASK));
-		if (m->adaptive)
-			printf(",\"adaptive\":%s", jbool(v & ICL_EVENTSEL_ADAPTIVE));
-		if (m->eq)
-			printf(",\"eq\":%s", jbool(v & ARCH_PERFMON_EVENTSEL_EQ));
-		if (m->umask2)
-			printf(",\"umask2\":%u", F(ARCH_PERFMON_EVENTSEL_UMASK2));
-		printf(",\"catalogue\":%s,\"name\":", jbool(m->events));
-		if (ev)
-			json_str(ev->name);
-		else
-			printf("null");
-		printf(",\"aliases\":[");
-		if (ev)
-			print_aliases(m, ev);
-		printf("],\"reserved_mask\":\"0x%" PRIx64 "\",\"reserved_bits\":[", reserved);
-		for (unsigned int b = 0, first = 1; b < 64; b++)
-			if (reserved & BIT_ULL(b)) {
-				printf("%s%u", first ? "" : ",", b);
-				first = 0;
-			}
-		printf("],\"wrmsr_gp\":%s}\n", jbool(gp));
-		return 0;
-	}
-
-	printf("0x%" PRIx64 " on %s:\n", v, m->model->name);
-	printf("  event   0x%02x\n  umask   0x%02x\n", F(ARCH_PERFMON_EVENTSEL_EVENT),
-	       F(ARCH_PERFMON_EVENTSEL_UMASK));
+	printf("0x%" PRIx64 " on %s:\n", v, m->name);
+	printf("  event   0x%02x\n  umask   0x%02x\n", FIELD(ARCH_PERFMON_EVENTSEL_EVENT, v),
+	       FIELD(ARCH_PERFMON_EVENTSEL_UMASK, v));
 	printf("  usr %u  os %u  edge %u  pc %u  int %u  any %u  en %u  inv %u\n",
 	       !!(v & ARCH_PERFMON_EVENTSEL_USR), !!(v & ARCH_PERFMON_EVENTSEL_OS),
 	       !!(v & ARCH_PERFMON_EVENTSEL_EDGE), !!(v & ARCH_PERFMON_EVENTSEL_PIN_CONTROL),
 	       !!(v & ARCH_PERFMON_EVENTSEL_INT), !!(v & ARCH_PERFMON_EVENTSEL_ANY),
 	       !!(v & ARCH_PERFMON_EVENTSEL_ENABLE), !!(v & ARCH_PERFMON_EVENTSEL_INV));
-	printf("  cmask   %u\n", F(ARCH_PERFMON_EVENTSEL_CMASK));
+	printf("  cmask   %u\n", FIELD(ARCH_PERFMON_EVENTSEL_CMASK, v));
 	if (m->adaptive)
 		printf("  adaptive %u\n", !!(v & ICL_EVENTSEL_ADAPTIVE));
 	if (m->eq)
 		printf("  eq      %u\n", !!(v & ARCH_PERFMON_EVENTSEL_EQ));
 	if (m->umask2)
-		printf("  umask2  0x%02x\n", F(ARCH_PERFMON_EVENTSEL_UMASK2));
-#undef F
-	if (!m->events) {
-		printf("  name    (%s has no event catalogue)\n", m->model->name);
-	} else if (!ev) {
-		printf("  name    (no %s catalogue event has this encoding)\n", m->model->name);
+		printf("  umask2  0x%02x\n", FIELD(ARCH_PERFMON_EVENTSEL_UMASK2, v));
+	if (!m->nr_events) {
+		printf("  name    (%s has no event catalogue)\n", m->name);
+	} else if (!d->named) {
+		printf("  name    (no %s catalogue event has this encoding)\n", m->name);
 	} else {
-		printf("  name    %s", ev->name);
-		print_aliases(m, ev);
+		printf("  name    %s", d->ev.name);
+		print_aliases(m, d->index, d->ev.encoding);
 		printf("\n");
 	}
-	if (reserved)
+	bits_text(d->reserved, rtext, sizeof(rtext));
+	if (d->reserved)
 		printf("  RESERVED bits %s are set: %s refuses them, a guest WRMSR of this value "
 		       "to IA32_PERFEVTSELx gets #GP\n",
-		       rtext, m->model->name);
-	else if (gp)
+		       rtext, m->name);
+	else if (d->gp)
 		printf("  a guest WRMSR of this value gets #GP\n");
+}
+
+static int decode_one(struct evtsel_model *m, const char *arg)
+{
+	struct decoded d = { 0 };
+	int r;
+
+	if (parse_u64(arg, &d.v) < 0) {
+		fprintf(stderr, "%s: '%s' is not a 64-bit number (e.g. 0x5300c0)\n", prog, arg);
+		return 1;
+	}
+	r = evtsel_reserved(m, d.v, &d.reserved, &d.gp);
+	if (r < 0) {
+		fprintf(stderr, "%s: the library refused a probe write of 0x%" PRIx64 ": %s\n",
+			prog, d.v, strerror(-r));
+		return 1;
+	}
+	d.named = evtsel_decode(m, d.v, &d.ev, &d.index) == 0;
+	if (opt.json)
+		decode_json(m, &d);
+	else
+		decode_text(m, &d);
 	return 0;
 }
 
@@ -351,65 +368,79 @@ static int cmd_decode(struct evtsel_model *m, int argc, char **argv)
 
 /* ---- encode ---- */
 
+static void encode_json(const struct evtsel_model *m, const struct vpmu_catalog_event *ev,
+			uint64_t v, uint64_t reserved, bool gp)
+{
+	printf("{\"model\":");
+	json_str(m->name);
+	printf(",\"name\":");
+	json_str(ev->name);
+	printf(",\"value\":\"0x%" PRIx64 "\"", v);
+	if (ev->fixed_idx >= 0)
+		printf(",\"fixed_counter\":%d", (int) ev->fixed_idx);
+	if (ev->aux_msr)
+		printf(",\"aux_msr\":\"0x%x\",\"aux_value\":\"0x%" PRIx32 "\"", ev->aux_msr,
+		       ev->aux_value);
+	printf(",\"reserved_mask\":\"0x%" PRIx64 "\",\"wrmsr_gp\":%s}\n", reserved, jbool(gp));
+}
+
+static void encode_text(const struct evtsel_model *m, const struct vpmu_catalog_event *ev,
+			uint64_t v, uint64_t reserved)
+{
+	char rtext[256];
+
+	printf("%s 0x%" PRIx64 "\n", ev->name, v);
+	if (ev->fixed_idx >= 0 && ev->event == 0)
+		printf("  fixed counter IA32_FIXED_CTR%d only: the value is its "
+		       "pseudo-encoding\n",
+		       (int) ev->fixed_idx);
+	if (ev->aux_msr)
+		printf("  also write MSR 0x%x = 0x%" PRIx32 " (%s)\n", ev->aux_msr, ev->aux_value,
+		       ev->aux_msr == MSR_PEBS_LD_LAT_THRESHOLD ? "MSR_PEBS_LD_LAT_THRESHOLD"
+								: "MSR_PEBS_FRONTEND");
+	if (reserved) {
+		bits_text(reserved, rtext, sizeof(rtext));
+		printf("  RESERVED bits %s on %s: a guest WRMSR of this value gets #GP\n", rtext,
+		       m->name);
+	}
+}
+
 static int cmd_encode(struct evtsel_model *m, int argc, char **argv)
 {
+	struct vpmu_catalog_event ev;
+	size_t index;
+
 	if (argc < 1) {
 		fprintf(stderr, "%s: encode needs an event NAME (see: %s list)\n", prog, prog);
 		return 1;
 	}
-	if (!m->events)
+	if (!m->nr_events)
 		return no_catalogue(m);
 	/* Check every name first: output is all or nothing. */
 	for (int i = 0; i < argc; i++)
-		if (!vpmu_event_find(m->events, argv[i])) {
+		if (evtsel_find(m, argv[i], &ev, &index) < 0) {
 			fprintf(stderr, "%s: no event '%s' in the %s catalogue (try: %s list %s)\n",
-				prog, argv[i], m->model->name, prog, argv[i]);
+				prog, argv[i], m->name, prog, argv[i]);
 			return 1;
 		}
 	for (int i = 0; i < argc; i++) {
-		const struct vpmu_event_desc *ev = vpmu_event_find(m->events, argv[i]);
-		uint64_t v = evtsel_encode(ev, &opt.mods), reserved;
-		char rtext[256];
+		uint64_t v, reserved;
 		bool gp;
-		int r = evtsel_reserved(m, v, &reserved, &gp);
+		int r;
 
+		evtsel_find(m, argv[i], &ev, &index);
+		v = evtsel_encode(&ev, &opt.mods);
+		r = evtsel_reserved(m, v, &reserved, &gp);
 		if (r < 0) {
 			fprintf(stderr,
 				"%s: the library refused a probe write of 0x%" PRIx64 ": %s\n",
 				prog, v, strerror(-r));
 			return 1;
 		}
-		if (opt.json) {
-			printf("{\"model\":");
-			json_str(m->model->name);
-			printf(",\"name\":");
-			json_str(ev->name);
-			printf(",\"value\":\"0x%" PRIx64 "\"", v);
-			if (ev->fixed_idx >= 0)
-				printf(",\"fixed_counter\":%d", ev->fixed_idx);
-			if (ev->aux_msr)
-				printf(",\"aux_msr\":\"0x%x\",\"aux_value\":\"0x%" PRIx32 "\"",
-				       ev->aux_msr, ev->aux_value);
-			printf(",\"reserved_mask\":\"0x%" PRIx64 "\",\"wrmsr_gp\":%s}\n", reserved,
-			       jbool(gp));
-			continue;
-		}
-		printf("%s 0x%" PRIx64 "\n", ev->name, v);
-		if (ev->fixed_idx >= 0 && ev->event == 0)
-			printf("  fixed counter IA32_FIXED_CTR%d only: the value is its "
-			       "pseudo-encoding\n",
-			       ev->fixed_idx);
-		if (ev->aux_msr)
-			printf("  also write MSR 0x%x = 0x%" PRIx32 " (%s)\n", ev->aux_msr,
-			       ev->aux_value,
-			       ev->aux_msr == MSR_PEBS_LD_LAT_THRESHOLD
-				       ? "MSR_PEBS_LD_LAT_THRESHOLD"
-				       : "MSR_PEBS_FRONTEND");
-		if (reserved) {
-			bits_text(reserved, rtext, sizeof(rtext));
-			printf("  RESERVED bits %s on %s: a guest WRMSR of this value gets #GP\n",
-			       rtext, m->model->name);
-		}
+		if (opt.json)
+			encode_json(m, &ev, v, reserved, gp);
+		else
+			encode_text(m, &ev, v, reserved);
 	}
 	return 0;
 }
@@ -421,16 +452,15 @@ static int cmd_models(void)
 	if (opt.json)
 		printf("{\"models\":[");
 	for (size_t i = 0; i < vpmu_model_count(); i++) {
-		const struct vpmu_model *md = model_lookup(vpmu_model_name(i));
+		size_t n = vpmu_catalog_count(i);
 
 		if (opt.json) {
 			printf("%s{\"name\":", i ? "," : "");
-			json_str(md->name);
-			printf(",\"catalogue\":%s,\"events\":%zu}", jbool(md->events),
-			       md->events ? md->events->nr : 0);
+			json_str(vpmu_model_name(i));
+			printf(",\"catalogue\":%s,\"events\":%zu}", jbool(n), n);
 		} else {
-			printf("%-16s %s\n", md->name,
-			       md->events ? "event catalogue" : "no event catalogue");
+			printf("%-16s %s\n", vpmu_model_name(i),
+			       n ? "event catalogue" : "no event catalogue");
 		}
 	}
 	if (opt.json)
@@ -452,7 +482,18 @@ static void list_models(char *out, size_t n)
 	}
 }
 
-int main(int argc, char **argv)
+/* A modifier of encode: --usr and the like. */
+static void add_mod(unsigned int flag)
+{
+	opt.mods.flags |= flag;
+	opt.any_mod = true;
+}
+
+/*
+ * The options into `opt`. 0 to go on, 1 after an error (one line said
+ * it), -1 after --help.
+ */
+static int parse_options(int argc, char **argv)
 {
 	enum { O_CPU = 256, O_JSON, O_DESC, O_USR, O_OS, O_INT, O_EDGE, O_INV, O_CMASK };
 	static const struct option opts[] = {
@@ -468,11 +509,8 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct evtsel_model m;
-	const char *cmd;
 	uint64_t cmask;
-	char names[128];
-	int c, r;
+	int c;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -487,24 +525,19 @@ int main(int argc, char **argv)
 			opt.desc = true;
 			break;
 		case O_USR:
-			opt.mods.flags |= EVTSEL_MOD_USR;
-			opt.any_mod = true;
+			add_mod(EVTSEL_MOD_USR);
 			break;
 		case O_OS:
-			opt.mods.flags |= EVTSEL_MOD_OS;
-			opt.any_mod = true;
+			add_mod(EVTSEL_MOD_OS);
 			break;
 		case O_INT:
-			opt.mods.flags |= EVTSEL_MOD_INT;
-			opt.any_mod = true;
+			add_mod(EVTSEL_MOD_INT);
 			break;
 		case O_EDGE:
-			opt.mods.flags |= EVTSEL_MOD_EDGE;
-			opt.any_mod = true;
+			add_mod(EVTSEL_MOD_EDGE);
 			break;
 		case O_INV:
-			opt.mods.flags |= EVTSEL_MOD_INV;
-			opt.any_mod = true;
+			add_mod(EVTSEL_MOD_INV);
 			break;
 		case O_CMASK:
 			if (parse_u64(optarg, &cmask) < 0 || cmask > 255) {
@@ -518,7 +551,7 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
-			return 0;
+			return -1;
 		case ':':
 			fprintf(stderr, "%s: option '%s' needs a value\n", prog, argv[optind - 1]);
 			return 1;
@@ -528,27 +561,50 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	return 0;
+}
+
+/* The command, and whether the options given apply to it; NULL after one line saying why not. */
+static const char *command(int argc, char **argv)
+{
+	const char *cmd;
+
 	if (optind >= argc) {
 		fprintf(stderr,
 			"%s: missing command: list, decode, encode or models (try --help)\n", prog);
-		return 1;
+		return NULL;
 	}
 	cmd = argv[optind++];
 	if (strcmp(cmd, "list") && strcmp(cmd, "decode") && strcmp(cmd, "encode") &&
 	    strcmp(cmd, "models")) {
 		fprintf(stderr, "%s: unknown command '%s': list, decode, encode or models\n", prog,
 			cmd);
-		return 1;
+		return NULL;
 	}
 	if (opt.any_mod && strcmp(cmd, "encode")) {
 		fprintf(stderr, "%s: --usr/--os/--int/--edge/--inv/--cmask only apply to encode\n",
 			prog);
-		return 1;
+		return NULL;
 	}
 	if (opt.desc && strcmp(cmd, "list")) {
 		fprintf(stderr, "%s: --desc only applies to list\n", prog);
-		return 1;
+		return NULL;
 	}
+	return cmd;
+}
+
+int main(int argc, char **argv)
+{
+	struct evtsel_model m;
+	const char *cmd;
+	char names[128];
+	int r = parse_options(argc, argv);
+
+	if (r)
+		return r < 0 ? 0 : r;
+	cmd = command(argc, argv);
+	if (!cmd)
+		return 1;
 	if (!strcmp(cmd, "models"))
 		return cmd_models();
 

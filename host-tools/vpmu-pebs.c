@@ -29,6 +29,15 @@
 #include "pebs-decode.h"
 #include "pebs-dump.h"
 
+/*
+ * The most bytes of records a dump holds: vpmu-vmm writes no more
+ * (PEBS_DUMP_MAX in vmm-glue/pebs-dump.c), and this tool reads no more
+ * (architectural PEBS buffers end at 4 KiB << 15 = 128 MiB).
+ */
+#define VPMU_PEBS_DUMP_MAX_RECORDS (256ull << 20)
+/* The largest header_size this tool skips over (later versions may grow it). */
+#define VPMU_PEBS_DUMP_MAX_HEADER 4096u
+
 static const char *prog = "vpmu-pebs";
 
 static const char *const gpr_names[PEBS_NR_GPRS] = {

@@ -225,6 +225,95 @@ static void retire(struct vpmu_vcpu *v, char **tok, int n)
 	vpmu_exact_feed(v, &c);
 }
 
+/* The guest's accesses: wrmsr, rdmsr, rdpmc, cpuid. True if `tok` was one. */
+static bool guest_access(struct vpmu_vcpu *v, char **tok, int n)
+{
+	char label[48];
+	uint64_t val = 0;
+	int r;
+
+	if (!strcmp(tok[0], "wrmsr") && n == 3) {
+		uint32_t msr = parse_msr(tok[1]);
+
+		val = parse_num(tok[2]);
+		r = vpmu_msr_write(v, msr, val);
+		printf("wrmsr %-28s <- %#18" PRIx64 "  %s\n", msr_label(msr, label, sizeof(label)),
+		       val, result(r));
+	} else if (!strcmp(tok[0], "rdmsr") && n == 2) {
+		uint32_t msr = parse_msr(tok[1]);
+
+		r = vpmu_msr_read(v, msr, &val);
+		printf("rdmsr %-28s -> %#18" PRIx64 "  %s\n", msr_label(msr, label, sizeof(label)),
+		       val, result(r));
+	} else if (!strcmp(tok[0], "rdpmc") && n == 2) {
+		uint32_t ecx = (uint32_t) parse_num(tok[1]);
+
+		r = vpmu_rdpmc(v, ecx, &val);
+		printf("rdpmc ECX=%#-24x -> %#18" PRIx64 "  %s\n", ecx, val, r ? "#GP" : "ok");
+	} else if (!strcmp(tok[0], "cpuid") && (n == 2 || n == 3)) {
+		struct vpmu_cpuid_entry e;
+		uint32_t leaf = (uint32_t) parse_num(tok[1]);
+		uint32_t sub = n == 3 ? (uint32_t) parse_num(tok[2]) : 0;
+
+		if (vpmu_cpuid(v, leaf, sub, &e) < 0)
+			printf("cpuid %#x.%u: not a PMU leaf\n", leaf, sub);
+		else
+			printf("cpuid %#x.%u: eax=%08x ebx=%08x ecx=%08x edx=%08x\n", leaf, sub,
+			       e.eax, e.ebx, e.ecx, e.edx);
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* The script's checks: expect, expect-pmis, stats. Failures counted in *failures. */
+static bool check(struct vpmu_vcpu *v, char **tok, int n, int *failures)
+{
+	char label[48];
+
+	if (!strcmp(tok[0], "expect") && n == 3) {
+		uint32_t msr = parse_msr(tok[1]);
+		uint64_t want = parse_num(tok[2]), val = 0;
+		int r = vpmu_msr_read(v, msr, &val);
+
+		if (r || val != want) {
+			printf("FAIL %s:%u: %s = %#" PRIx64 ", expected %#" PRIx64 "\n", script,
+			       lineno, msr_label(msr, label, sizeof(label)), val, want);
+			(*failures)++;
+		}
+	} else if (!strcmp(tok[0], "expect-pmis") && n == 2) {
+		if (pmis != parse_num(tok[1])) {
+			printf("FAIL %s:%u: %u PMIs, expected %s\n", script, lineno, pmis, tok[1]);
+			(*failures)++;
+		}
+	} else if (!strcmp(tok[0], "stats") && n == 1) {
+		struct vpmu_stats st;
+
+		/* figures are published at syncs, as before a guest entry */
+		vpmu_vcpu_sync(v);
+		vpmu_stats_read(v, &st);
+		printf("stats: %" PRIu64 " MSR reads, %" PRIu64 " writes, %" PRIu64 " #GP, %" PRIu64
+		       " syncs, %" PRIu64 " backend ops, %" PRIu64 " overflows, %" PRIu64 " PMIs\n",
+		       st.msr_reads, st.msr_writes, st.msr_faults, st.syncs, st.backend_ops,
+		       st.overflows, st.pmis_requested);
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* A script line split into at most 16 words; how many. */
+static int split(char *line, char **tok)
+{
+	char *save = NULL;
+	int n = 0;
+
+	for (char *t = strtok_r(line, " \t\n", &save); t && n < 16;
+	     t = strtok_r(NULL, " \t\n", &save))
+		tok[n++] = t;
+	return n;
+}
+
 static int play(FILE *in)
 {
 	struct vpmu_vcpu *v = NULL;
@@ -232,10 +321,8 @@ static int play(FILE *in)
 	int failures = 0;
 
 	while (fgets(line, sizeof(line), in)) {
-		char *tok[16], *save = NULL, label[48];
-		int n = 0;
-		uint64_t val;
-		int r;
+		char *tok[16];
+		int n;
 
 		lineno++;
 		if (line[0] == '#' || line[0] == '\n')
@@ -244,9 +331,7 @@ static int play(FILE *in)
 			printf("%s", line + (line[4] == ' ' ? 5 : 4));
 			continue;
 		}
-		for (char *t = strtok_r(line, " \t\n", &save); t && n < 16;
-		     t = strtok_r(NULL, " \t\n", &save))
-			tok[n++] = t;
+		n = split(line, tok);
 		if (!n)
 			continue;
 		if (!strcmp(tok[0], "model")) {
@@ -258,73 +343,14 @@ static int play(FILE *in)
 		}
 		if (!v)
 			die("'%s' before any 'model' line", tok[0]);
-		if (!strcmp(tok[0], "wrmsr") && n == 3) {
-			uint32_t msr = parse_msr(tok[1]);
-
-			val = parse_num(tok[2]);
-			r = vpmu_msr_write(v, msr, val);
-			printf("wrmsr %-28s <- %#18" PRIx64 "  %s\n",
-			       msr_label(msr, label, sizeof(label)), val, result(r));
-		} else if (!strcmp(tok[0], "rdmsr") && n == 2) {
-			uint32_t msr = parse_msr(tok[1]);
-
-			val = 0;
-			r = vpmu_msr_read(v, msr, &val);
-			printf("rdmsr %-28s -> %#18" PRIx64 "  %s\n",
-			       msr_label(msr, label, sizeof(label)), val, result(r));
-		} else if (!strcmp(tok[0], "rdpmc") && n == 2) {
-			uint32_t ecx = (uint32_t) parse_num(tok[1]);
-
-			val = 0;
-			r = vpmu_rdpmc(v, ecx, &val);
-			printf("rdpmc ECX=%#-24x -> %#18" PRIx64 "  %s\n", ecx, val,
-			       r ? "#GP" : "ok");
-		} else if (!strcmp(tok[0], "cpuid") && (n == 2 || n == 3)) {
-			struct vpmu_cpuid_entry e;
-			uint32_t leaf = (uint32_t) parse_num(tok[1]);
-			uint32_t sub = n == 3 ? (uint32_t) parse_num(tok[2]) : 0;
-
-			if (vpmu_cpuid(v, leaf, sub, &e) < 0)
-				printf("cpuid %#x.%u: not a PMU leaf\n", leaf, sub);
-			else
-				printf("cpuid %#x.%u: eax=%08x ebx=%08x ecx=%08x edx=%08x\n", leaf,
-				       sub, e.eax, e.ebx, e.ecx, e.edx);
-		} else if (!strcmp(tok[0], "retire") && n >= 2) {
+		if (guest_access(v, tok, n) || check(v, tok, n, &failures))
+			continue;
+		if (!strcmp(tok[0], "retire") && n >= 2)
 			retire(v, tok, n);
-		} else if (!strcmp(tok[0], "sync") && n == 1) {
+		else if (!strcmp(tok[0], "sync") && n == 1)
 			vpmu_vcpu_sync(v);
-		} else if (!strcmp(tok[0], "expect") && n == 3) {
-			uint32_t msr = parse_msr(tok[1]);
-			uint64_t want = parse_num(tok[2]);
-
-			val = 0;
-			r = vpmu_msr_read(v, msr, &val);
-			if (r || val != want) {
-				printf("FAIL %s:%u: %s = %#" PRIx64 ", expected %#" PRIx64 "\n",
-				       script, lineno, msr_label(msr, label, sizeof(label)), val,
-				       want);
-				failures++;
-			}
-		} else if (!strcmp(tok[0], "expect-pmis") && n == 2) {
-			if (pmis != parse_num(tok[1])) {
-				printf("FAIL %s:%u: %u PMIs, expected %s\n", script, lineno, pmis,
-				       tok[1]);
-				failures++;
-			}
-		} else if (!strcmp(tok[0], "stats") && n == 1) {
-			struct vpmu_stats st;
-
-			/* figures are published at syncs, as before a guest entry */
-			vpmu_vcpu_sync(v);
-			vpmu_stats_read(v, &st);
-			printf("stats: %" PRIu64 " MSR reads, %" PRIu64 " writes, %" PRIu64
-			       " #GP, %" PRIu64 " syncs, %" PRIu64 " backend ops, %" PRIu64
-			       " overflows, %" PRIu64 " PMIs\n",
-			       st.msr_reads, st.msr_writes, st.msr_faults, st.syncs, st.backend_ops,
-			       st.overflows, st.pmis_requested);
-		} else {
+		else
 			die("cannot parse '%s' (see vpmu-replay --help)", tok[0]);
-		}
 	}
 	vpmu_vcpu_free(v);
 	if (failures)

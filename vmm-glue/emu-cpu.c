@@ -404,6 +404,11 @@ int cpu_exec_special(struct emu *emu, const struct insn *in)
 	int r = 0;
 
 	emu_feed_flush(emu); /* the vPMU sees every count before the guest touches it */
+	if (in->addr == emu->native_once &&
+	    (in->special == SP_INVLPG || in->special == SP_MOV_TO_CR)) {
+		emu->native_once = 0;
+		return SPECIAL_NATIVE; /* looked at before the stop that let it run now */
+	}
 	switch (in->special) {
 	case SP_RDMSR:
 	case SP_WRMSR: {
@@ -479,7 +484,15 @@ int cpu_exec_special(struct emu *emu, const struct insn *in)
 			r = -EINVAL;
 			break;
 		}
-		mmu_resync(emu, &p, count_data_address(emu, in));
+		v = count_data_address(emu, in);
+		mmu_resync(emu, &p, v);
+		if (mmu_maps_apic(emu, v)) {
+			/* Linux's fixmap: the page becomes MMIO, outside a run */
+			emu->apic_alias = v;
+			emu->native_once = in->addr;
+			emu_stop(emu, in->addr);
+			return SPECIAL_FAULT;
+		}
 		return SPECIAL_NATIVE;
 	}
 	case SP_MOV_TO_CR:

@@ -139,8 +139,9 @@ static bool map_page(struct emu *emu, struct window *w, uint8_t *a)
 		memset(host, 0xff, PAGE);
 		if (!m->bad) {
 			m->bad_la = la;
-			m->bad_gpa = res.gpa;
-			m->bad = 1;
+			m->bad = mmu_maps_apic(emu, la) ? 2 : 1;
+			if (m->bad == 2)
+				request_stop(emu);
 		}
 	}
 	m->pop[i] = (struct pop){ .la = la,
@@ -474,20 +475,48 @@ void mmu_tb_invalidate(struct emu *emu, uint64_t la, uint64_t len)
 
 /* ---- windows ------------------------------------------------------------ */
 
+/* Map (or unmap) window `w` in Unicorn: its range, less the holes (sorted). */
+static int win_map(struct emu *emu, struct window *w, bool map)
+{
+	uint64_t at = 0; /* offsets into the window: its end may be 2^64 */
+	int r = 0;
+
+	for (unsigned int i = 0; i <= w->nr_holes; i++) {
+		uint64_t stop = i < w->nr_holes ? w->hole[i] - w->la : w->size;
+
+		if (stop > at) {
+			uc_err e = map ? uc_mem_map_ptr(emu->uc, w->la + at, stop - at, UC_PROT_ALL,
+							w->host + at)
+				       : uc_mem_unmap(emu->uc, w->la + at, stop - at);
+
+			if (e != UC_ERR_OK)
+				r = -EIO;
+		}
+		at = stop + PAGE;
+	}
+	return r;
+}
+
+/* Do [a, a + as) and [b, b + bs) overlap? Sizes above 0, and a range may end at 2^64. */
+static bool overlap(uint64_t a, uint64_t as, uint64_t b, uint64_t bs)
+{
+	return a - b < bs || b - a < as;
+}
+
 /* Is [la, la + size) free of identity regions, MMIO, scratch and windows? */
 static bool range_free(const struct emu *emu, uint64_t la, uint64_t size)
 {
 	const struct emu_mmu *m = &emu->mmu;
 
 	for (unsigned int i = 0; i < m->nr_ram; i++)
-		if (la < m->ram[i].gpa + m->ram[i].size && m->ram[i].gpa < la + size)
+		if (overlap(la, size, m->ram[i].gpa, m->ram[i].size))
 			return false;
-	if (la < APIC_DEFAULT_BASE + PAGE && APIC_DEFAULT_BASE < la + size)
+	if (overlap(la, size, APIC_DEFAULT_BASE, PAGE))
 		return false;
-	if (la < SCRATCH_BASE + SCRATCH_SIZE + PAGE && SCRATCH_BASE < la + size)
+	if (overlap(la, size, SCRATCH_BASE, SCRATCH_SIZE + PAGE))
 		return false;
 	for (unsigned int i = 0; i < m->nr_win; i++)
-		if (la < m->win[i].la + m->win[i].size && m->win[i].la < la + size)
+		if (overlap(la, size, m->win[i].la, m->win[i].size))
 			return false;
 	return true;
 }
@@ -584,8 +613,7 @@ static void settle(struct emu *emu)
 			continue;
 		w->settle = false;
 		mmu_pg_off(emu);
-		if (uc_mem_unmap(emu->uc, w->la, w->size) != UC_ERR_OK ||
-		    uc_mem_map_ptr(emu->uc, w->la, w->size, UC_PROT_ALL, w->host) != UC_ERR_OK)
+		if (win_map(emu, w, false) < 0 || win_map(emu, w, true) < 0)
 			emu_fatal(emu, "cannot map linear %#llx for the guest again",
 				  (unsigned long long) w->la);
 	}
@@ -697,8 +725,8 @@ static void protect(struct emu *emu, struct pop *pp, bool ro)
 {
 	struct window *w = &emu->mmu.win[pp->win];
 
-	if (pp->ro != ro &&
-	    mprotect(w->host + (pp->la - w->la), PAGE, ro ? PROT_READ : PROT_READ | PROT_WRITE) == 0)
+	if (pp->ro != ro && mprotect(w->host + (pp->la - w->la), PAGE,
+				     ro ? PROT_READ : PROT_READ | PROT_WRITE) == 0)
 		pp->ro = ro;
 }
 
@@ -759,6 +787,14 @@ void mmu_service(struct emu *emu)
 	struct emu_mmu *m = &emu->mmu;
 
 	settle(emu);
+	if (m->bad == 2) {
+		emu_fatal(emu,
+			  "the guest reached the local APIC through linear %#llx, which it mapped "
+			  "there without INVLPG: on the emulator such a mapping needs a TLB flush "
+			  "(or use x2APIC)",
+			  (unsigned long long) m->bad_la);
+		m->bad = 3;
+	}
 	if (m->smc_n || m->smc_overflow) {
 		mmu_pg_off(emu);
 		if (m->smc_overflow) {
@@ -874,5 +910,80 @@ int mmu_check_identity(struct emu *emu, const struct walk_paging *p, uint64_t *r
 			return -EINVAL;
 		}
 	}
+	return 0;
+}
+
+static uint8_t m_dummy[PAGE]; /* stands in for the APIC page in a walk: never read */
+
+/* Whether the guest's tables map linear page `la` onto the local APIC's page now. */
+bool mmu_maps_apic(struct emu *emu, uint64_t la)
+{
+	struct walk_paging p = paging(emu);
+	struct guest_region apic = { .gpa = APIC_DEFAULT_BASE, .size = PAGE, .hva = m_dummy };
+	struct guest_region regs[5];
+	struct guest_mem mem = { .regions = regs, .nr = 0 };
+	struct walk_result res;
+
+	/* the walk must read the tables from RAM and accept the APIC page as its target */
+	for (unsigned int i = 0; i < emu->mmu.nr_ram; i++)
+		regs[mem.nr++] = emu->mmu.ram[i];
+	regs[mem.nr++] = apic;
+	return la < SCRATCH_BASE + SCRATCH_SIZE && la >= SCRATCH_BASE
+		       ? false
+		       : walk_translate(&mem, &p, la & ~(PAGE - 1), 0, &res) == 0 &&
+				 (res.gpa & ~(PAGE - 1)) == APIC_DEFAULT_BASE;
+}
+
+/*
+ * The guest maps linear page `la` onto the xAPIC page (Linux's fixmap
+ * does): Unicorn must run the local APIC's MMIO callbacks there, not read
+ * memory. The page leaves its window (which is mapped again around it)
+ * and becomes an MMIO region of its own. Outside a run.
+ */
+int mmu_apic_alias(struct emu *emu, uint64_t la)
+{
+	struct emu_mmu *m = &emu->mmu;
+	struct window *w = NULL;
+	unsigned int i;
+
+	la &= ~(PAGE - 1);
+	if (la == APIC_DEFAULT_BASE)
+		return 0; /* the identity page is MMIO already */
+	for (int tries = 0; !w && tries < 2; tries++) {
+		for (i = 0; i < m->nr_win; i++)
+			if (la - m->win[i].la < m->win[i].size)
+				w = &m->win[i];
+		if (!w && window_new(emu, la) < 0)
+			return -ENOSPC; /* RAM's identity range, scratch, or no window left */
+	}
+	if (w) {
+		for (i = 0; i < w->nr_holes; i++)
+			if (w->hole[i] == la)
+				return 0;
+		if (w->nr_holes == WIN_HOLES)
+			return -ENOSPC;
+		mmu_pg_off(emu);
+		win_map(emu, w, false);
+		if (w->pop[(la - w->la) / PAGE]) {
+			tb_drop(emu, la, PAGE);
+			pop_drop(emu, (int32_t) w->pop[(la - w->la) / PAGE] - 1);
+		}
+		for (i = w->nr_holes; i > 0 && w->hole[i - 1] > la; i--)
+			w->hole[i] = w->hole[i - 1];
+		w->hole[i] = la;
+		w->nr_holes++;
+		if (win_map(emu, w, true) < 0) {
+			mmu_pg_on(emu, true);
+			return -EIO;
+		}
+	} else {
+		return -EEXIST;
+	}
+	if (uc_mmio_map(emu->uc, la, PAGE, apic_read, emu, apic_write, emu) != UC_ERR_OK) {
+		mmu_pg_on(emu, true);
+		return -EIO;
+	}
+	mmu_pg_on(emu, true);
+	emu->st.apic_aliases++;
 	return 0;
 }

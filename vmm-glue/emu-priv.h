@@ -106,11 +106,16 @@ struct blk {
 #define POP_CAP	    (1u << 19) /* pages mapped in windows at once (a soft limit below) */
 #define SMC_CAP	    256
 
+#define WIN_HOLES 4
+
 struct window {
-	uint64_t la, size; /* Unicorn range */
+	uint64_t la, size; /* its linear range */
 	uint8_t *host;	   /* host reserve, PROT_NONE where nothing is mapped */
 	uint32_t *pop;	   /* per 4 KiB page: index + 1 into mmu.pop, 0: not mapped */
 	bool settle;	   /* mapped from inside a run: map it again from outside */
+	/* pages the guest maps onto the local APIC: MMIO regions, not part of the window */
+	uint64_t hole[WIN_HOLES];
+	unsigned int nr_holes;
 };
 
 /* A window page mapped onto guest memory. */
@@ -143,7 +148,7 @@ struct emu_mmu {
 	/* written from the SIGSEGV handler, read by the run loop */
 	volatile sig_atomic_t smc_n, smc_overflow, pop_full, bad;
 	uint64_t smc_gpa[SMC_CAP];
-	uint64_t bad_la, bad_gpa;
+	uint64_t bad_la; /* the first window page mapped onto no RAM (bad: 1; 2: the APIC) */
 	uint64_t faults; /* pages mapped on first touch */
 	uint64_t resyncs, unmapped, tb_pages;
 	bool pg_saved; /* mmu_pg_off() in effect */
@@ -209,6 +214,8 @@ struct emu {
 	bool syscall_pending; /* a SYSCALL retired: enter the kernel before the next run */
 	uint64_t syscall_next;
 	uint64_t progress_rip; /* runs that retired nothing here, in a row */
+	uint64_t apic_alias;   /* a linear page the guest just mapped onto the xAPIC page */
+	uint64_t native_once;  /* run the special instruction here natively, unlooked-at, once */
 	unsigned int no_progress;
 
 	/* fast-mode counting: `cur` has retired up to insns[fed] */
@@ -288,6 +295,8 @@ void mmu_code_page(struct emu *emu, uint64_t la, uint64_t gpa);
 void mmu_service(struct emu *emu);
 int mmu_check_identity(struct emu *emu, const struct walk_paging *p, uint64_t *ret_la,
 		       uint64_t *ret_gpa);
+bool mmu_maps_apic(struct emu *emu, uint64_t la);
+int mmu_apic_alias(struct emu *emu, uint64_t la);
 
 /* emu.c */
 void emu_write_efer(struct emu *emu, uint64_t efer);
@@ -306,6 +315,7 @@ int intr_syscall(struct emu *emu, uint64_t next);
 void emu_refresh_mode(struct emu *emu);
 
 /* emu-cpu.c: instructions the VMM emulates */
+/* SPECIAL_FAULT also: stopped before it, to run it again (emu->native_once) */
 enum { SPECIAL_FAULT, SPECIAL_DONE, SPECIAL_NATIVE };
 int cpu_exec_special(struct emu *emu, const struct insn *in);
 int cpu_cpuid_init(struct emu *emu);

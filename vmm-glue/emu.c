@@ -1067,6 +1067,14 @@ static void evict_hooks(struct emu *emu)
 /* Before a run: what the last one left to do. */
 static void prepare_run(struct emu *emu)
 {
+	if (emu->apic_alias) {
+		int r = mmu_apic_alias(emu, emu->apic_alias);
+
+		if (r < 0)
+			emu_fatal(emu, "cannot map the local APIC at linear %#llx: %s",
+				  (unsigned long long) emu->apic_alias, strerror(-r));
+		emu->apic_alias = 0;
+	}
 	mmu_service(emu);
 	if (emu->evict_hooks)
 		evict_hooks(emu);

@@ -57,7 +57,8 @@ struct emu_stats {
 	uint64_t window_unmaps;	 /* pages dropped because the guest's paging changed */
 	uint64_t window_flushes; /* every page dropped (too many mapped) */
 	uint64_t resyncs;	 /* paging changes checked against the mapped pages */
-	uint64_t smc_events; /* writes to pages holding translated code through another mapping */
+	uint64_t smc_events;   /* writes to pages holding translated code through another mapping */
+	uint64_t apic_aliases; /* linear pages the guest mapped onto the xAPIC page */
 	uint64_t msr_exits, cpuid_exits, io_exits, rdpmc_exits;
 	uint64_t interrupts, nmis, exceptions;
 	uint64_t page_faults;		     /* #PF delivered to the guest */

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "kvm-setup.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 
 #define MSRS_PER_RANGE (KVM_PLAN_BITMAP_BYTES * 8u)
 

@@ -28,8 +28,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bits.h"
 #include "loader.h"
+#include "vpmu/bits.h"
 
 #define PAGE_SIZE UINT64_C(0x1000)
 #define SZ_1K	  UINT64_C(0x400)
@@ -42,12 +42,12 @@
 /* Multiboot Specification 0.6.96, 3.1.1-3.1.3: the OS image header. */
 #define MB_HEADER_MAGIC	  0x1BADB002U
 #define MB_SEARCH_END	  8192
-#define MB_HF_PAGE_ALIGN  BIT_ULL(0)
-#define MB_HF_MEMORY_INFO BIT_ULL(1)
-#define MB_HF_VIDEO_MODE  BIT_ULL(2)
-#define MB_HF_AOUT_KLUDGE BIT_ULL(16)
+#define MB_HF_PAGE_ALIGN  VPMU_BIT_ULL(0)
+#define MB_HF_MEMORY_INFO VPMU_BIT_ULL(1)
+#define MB_HF_VIDEO_MODE  VPMU_BIT_ULL(2)
+#define MB_HF_AOUT_KLUDGE VPMU_BIT_ULL(16)
 /* Bits 0-15 are requirements: a loader that does not know one must refuse. */
-#define MB_HF_REQUIRED GENMASK_ULL(15, 0)
+#define MB_HF_REQUIRED VPMU_GENMASK_ULL(15, 0)
 #define MB_HF_KNOWN    (MB_HF_PAGE_ALIGN | MB_HF_MEMORY_INFO)
 
 #define MBH_MAGIC	  0
@@ -61,11 +61,11 @@
 #define MBH_AOUT_SIZE	  32
 
 /* Multiboot 0.6.96, 3.3: boot information format. */
-#define MBI_F_MEMORY	  BIT_ULL(0)
-#define MBI_F_CMDLINE	  BIT_ULL(2)
-#define MBI_F_MODS	  BIT_ULL(3)
-#define MBI_F_MMAP	  BIT_ULL(6)
-#define MBI_F_LOADER_NAME BIT_ULL(9)
+#define MBI_F_MEMORY	  VPMU_BIT_ULL(0)
+#define MBI_F_CMDLINE	  VPMU_BIT_ULL(2)
+#define MBI_F_MODS	  VPMU_BIT_ULL(3)
+#define MBI_F_MMAP	  VPMU_BIT_ULL(6)
+#define MBI_F_LOADER_NAME VPMU_BIT_ULL(9)
 
 #define MBI_FLAGS	     0
 #define MBI_MEM_LOWER	     4
@@ -143,9 +143,9 @@
 #define MAX_SEGS 64
 
 /* SDM Vol. 3A 4.5, Tables 4-15..4-18: 4-level paging entries. */
-#define PTE_P	   BIT_ULL(0)
-#define PTE_RW	   BIT_ULL(1)
-#define PTE_PS	   BIT_ULL(7)
+#define PTE_P	   VPMU_BIT_ULL(0)
+#define PTE_RW	   VPMU_BIT_ULL(1)
+#define PTE_PS	   VPMU_BIT_ULL(7)
 #define PT_ENTRIES 512
 
 /*
@@ -340,17 +340,25 @@ static int check_segments(const struct ctx *c, struct plan *p, uint64_t limit)
 	return 0;
 }
 
-/* Program headers of an ELF32 or ELF64 executable into p->segs. */
-static int parse_elf(const struct ctx *c, unsigned int elf_class, struct plan *p)
+/* Where an ELF image's program header table is. */
+struct elf_table {
+	const char *name; /* "ELF32" / "ELF64" */
+	bool is64;
+	uint64_t phoff;
+	unsigned int phentsize, phnum;
+};
+
+/* The ELF header: identification, type, machine, entry and the program header table. */
+static int elf_header(const struct ctx *c, unsigned int elf_class, struct plan *p,
+		      struct elf_table *t)
 {
 	bool is64 = elf_class == ELFCLASS64;
 	const char *name = is64 ? "ELF64" : "ELF32";
-	uint64_t ehdr_size = is64 ? E64_EHDR_SIZE : E32_EHDR_SIZE;
+	uint64_t ehdr_size = is64 ? E64_EHDR_SIZE : E32_EHDR_SIZE, table_size;
 	unsigned int want_phentsize = is64 ? P64_SIZE : P32_SIZE;
 	unsigned int want_machine = is64 ? EM_X86_64 : EM_386;
 	const uint8_t *img = c->img;
-	unsigned int type, machine, phentsize, phnum;
-	uint64_t phoff, table_size;
+	unsigned int type, machine;
 
 	if (c->size < ehdr_size)
 		return fail(c, -EINVAL,
@@ -374,78 +382,98 @@ static int parse_elf(const struct ctx *c, unsigned int elf_class, struct plan *p
 		return fail(c, -ENOEXEC, "%s image has e_machine %u, expected %u (%s)", name,
 			    machine, want_machine, is64 ? "EM_X86_64" : "EM_386");
 
+	*t = (struct elf_table){ .name = name, .is64 = is64 };
 	if (is64) {
 		p->entry = rd64(img + E64_ENTRY);
-		phoff = rd64(img + E64_PHOFF);
-		phentsize = rd16(img + E64_PHENTSIZE);
-		phnum = rd16(img + E64_PHNUM);
+		t->phoff = rd64(img + E64_PHOFF);
+		t->phentsize = rd16(img + E64_PHENTSIZE);
+		t->phnum = rd16(img + E64_PHNUM);
 	} else {
 		p->entry = rd32(img + E32_ENTRY);
-		phoff = rd32(img + E32_PHOFF);
-		phentsize = rd16(img + E32_PHENTSIZE);
-		phnum = rd16(img + E32_PHNUM);
+		t->phoff = rd32(img + E32_PHOFF);
+		t->phentsize = rd16(img + E32_PHENTSIZE);
+		t->phnum = rd16(img + E32_PHNUM);
 	}
-	if (phentsize != want_phentsize)
-		return fail(c, -EINVAL, "%s image has e_phentsize %u, expected %u", name, phentsize,
-			    want_phentsize);
-	if (phnum == 0)
+	if (t->phentsize != want_phentsize)
+		return fail(c, -EINVAL, "%s image has e_phentsize %u, expected %u", name,
+			    t->phentsize, want_phentsize);
+	if (t->phnum == 0)
 		return fail(c, -EINVAL, "%s image has no program headers", name);
-	table_size = (uint64_t) phnum * phentsize;
-	if (phoff > c->size)
+	table_size = (uint64_t) t->phnum * t->phentsize;
+	if (t->phoff > c->size)
 		return fail(c, -EINVAL,
 			    "truncated image: program header table starts at byte %" PRIu64
 			    " but the file has %" PRIu64 " bytes",
-			    phoff, c->size);
-	if (table_size > c->size - phoff)
+			    t->phoff, c->size);
+	if (table_size > c->size - t->phoff)
 		return fail(c, -EINVAL,
 			    "truncated image: program header table ends at byte %" PRIu64
 			    " but the file has %" PRIu64 " bytes",
-			    phoff + table_size, c->size);
+			    t->phoff + table_size, c->size);
+	return 0;
+}
 
-	p->what = is64 ? "ELF64 segment" : "ELF32 segment";
+/* Program header `ph` as a segment. */
+static struct seg elf_segment(const uint8_t *ph, bool is64, unsigned int index)
+{
+	struct seg s = { .index = index };
+
+	if (is64) {
+		s.offset = rd64(ph + P64_OFFSET);
+		s.vaddr = rd64(ph + P64_VADDR);
+		s.paddr = rd64(ph + P64_PADDR);
+		s.filesz = rd64(ph + P64_FILESZ);
+		s.memsz = rd64(ph + P64_MEMSZ);
+	} else {
+		s.offset = rd32(ph + P32_OFFSET);
+		s.vaddr = rd32(ph + P32_VADDR);
+		s.paddr = rd32(ph + P32_PADDR);
+		s.filesz = rd32(ph + P32_FILESZ);
+		s.memsz = rd32(ph + P32_MEMSZ);
+	}
+	return s;
+}
+
+/* Program headers of an ELF32 or ELF64 executable into p->segs. */
+static int parse_elf(const struct ctx *c, unsigned int elf_class, struct plan *p)
+{
+	struct elf_table t = { 0 };
+	int rc = elf_header(c, elf_class, p, &t);
+
+	if (rc)
+		return rc;
+	p->what = t.is64 ? "ELF64 segment" : "ELF32 segment";
 	p->entry_is_vaddr_ok = true;
 	p->nr_segs = 0;
-	for (unsigned int i = 0; i < phnum; i++) {
-		const uint8_t *ph = img + phoff + (uint64_t) i * phentsize;
-		struct seg s = { .index = i };
+	for (unsigned int i = 0; i < t.phnum; i++) {
+		const uint8_t *ph = c->img + t.phoff + (uint64_t) i * t.phentsize;
+		struct seg s;
 
-		if (rd32(ph + (is64 ? P64_TYPE : P32_TYPE)) != PT_LOAD)
+		if (rd32(ph + (t.is64 ? P64_TYPE : P32_TYPE)) != PT_LOAD)
 			continue;
-		if (is64) {
-			s.offset = rd64(ph + P64_OFFSET);
-			s.vaddr = rd64(ph + P64_VADDR);
-			s.paddr = rd64(ph + P64_PADDR);
-			s.filesz = rd64(ph + P64_FILESZ);
-			s.memsz = rd64(ph + P64_MEMSZ);
-		} else {
-			s.offset = rd32(ph + P32_OFFSET);
-			s.vaddr = rd32(ph + P32_VADDR);
-			s.paddr = rd32(ph + P32_PADDR);
-			s.filesz = rd32(ph + P32_FILESZ);
-			s.memsz = rd32(ph + P32_MEMSZ);
-		}
+		s = elf_segment(ph, t.is64, i);
 		if (s.filesz > s.memsz)
 			return fail(c, -EINVAL,
 				    "%s segment %u has p_filesz %#" PRIx64
 				    " larger than p_memsz %#" PRIx64,
-				    name, i, s.filesz, s.memsz);
+				    t.name, i, s.filesz, s.memsz);
 		if (s.offset > c->size || s.filesz > c->size - s.offset)
 			return fail(c, -EINVAL,
 				    "truncated image: %s segment %u (p_offset %#" PRIx64
 				    ", p_filesz %#" PRIx64
 				    ") ends past the end of the file (%" PRIu64 " bytes)",
-				    name, i, s.offset, s.filesz, c->size);
+				    t.name, i, s.offset, s.filesz, c->size);
 		/* An empty PT_LOAD occupies nothing; the gABI allows it. */
 		if (s.memsz == 0)
 			continue;
 		if (p->nr_segs == MAX_SEGS)
 			return fail(c, -EINVAL,
-				    "%s image has more than %u non-empty PT_LOAD segments", name,
+				    "%s image has more than %u non-empty PT_LOAD segments", t.name,
 				    MAX_SEGS);
 		p->segs[p->nr_segs++] = s;
 	}
 	if (p->nr_segs == 0)
-		return fail(c, -EINVAL, "%s image has no non-empty PT_LOAD segment", name);
+		return fail(c, -EINVAL, "%s image has no non-empty PT_LOAD segment", t.name);
 	return 0;
 }
 
@@ -577,17 +605,10 @@ static uint64_t put_string(const struct vmm_ram *ram, uint64_t addr, const char 
 	return addr + n;
 }
 
-static int load_multiboot(const struct ctx *c, uint64_t off, const char *cmdline,
-			  const struct vmm_module *mods, size_t nr_mods, struct vmm_boot *ret)
+/* The header's flags, then the image: the a.out kludge or a 32-bit ELF. */
+static int mb_parse_image(const struct ctx *c, uint64_t off, struct plan *p)
 {
-	const struct vmm_ram *ram = c->ram;
-	const uint8_t *h = c->img + off;
-	uint32_t flags = rd32(h + MBH_FLAGS);
-	uint64_t cursor, mods_end, blob_size, blob, mmap_addr, mods_addr, str, end;
-	uint64_t ram_low, nr_mmap = 0;
-	struct plan p;
-	char r[32];
-	int rc;
+	uint32_t flags = rd32(c->img + off + MBH_FLAGS);
 
 	if (flags & MB_HF_REQUIRED & ~MB_HF_KNOWN) {
 		if (flags & MB_HF_VIDEO_MODE)
@@ -601,27 +622,32 @@ static int load_multiboot(const struct ctx *c, uint64_t off, const char *cmdline
 			    " requires unknown features (flags %#" PRIx32 ", bits 3-15)",
 			    off, flags);
 	}
+	if (flags & MB_HF_AOUT_KLUDGE)
+		return parse_aout_kludge(c, off, p);
+	if (c->size < 4 || memcmp(c->img, "\177ELF", 4))
+		return fail(c, -ENOEXEC,
+			    "multiboot image without the a.out kludge (flags bit 16) is not an ELF "
+			    "file");
+	if (c->size <= EI_CLASS || c->img[EI_CLASS] != ELFCLASS32)
+		return fail(c, -ENOEXEC,
+			    "multiboot image without the a.out kludge (flags bit 16) must be a "
+			    "32-bit ELF (ELFCLASS32)");
+	return parse_elf(c, ELFCLASS32, p);
+}
 
-	if (flags & MB_HF_AOUT_KLUDGE) {
-		rc = parse_aout_kludge(c, off, &p);
-	} else if (c->size < 4 || memcmp(c->img, "\177ELF", 4)) {
-		rc = fail(c, -ENOEXEC,
-			  "multiboot image without the a.out kludge (flags bit 16) is not an ELF "
-			  "file");
-	} else if (c->size <= EI_CLASS || c->img[EI_CLASS] != ELFCLASS32) {
-		rc = fail(c, -ENOEXEC,
-			  "multiboot image without the a.out kludge (flags bit 16) must be a "
-			  "32-bit ELF (ELFCLASS32)");
-	} else {
-		rc = parse_elf(c, ELFCLASS32, &p);
-	}
-	if (rc)
-		return rc;
-	rc = check_segments(c, &p, SZ_4G);
-	if (rc)
-		return rc;
+/*
+ * Where the modules go (each page-aligned after the kernel, ending below
+ * 4 GiB: mod_end is a 32-bit field) and how large the information block
+ * with every string is. Checks only: nothing is written.
+ */
+static int mb_plan_modules(const struct ctx *c, const struct plan *p, const char *cmdline,
+			   const struct vmm_module *mods, size_t nr_mods, uint64_t *ret_blob_size,
+			   uint64_t *ret_mods_end)
+{
+	const struct vmm_ram *ram = c->ram;
+	uint64_t cursor, mods_end = p->image_end, blob_size;
+	char r[32];
 
-	/* Modules: each page-aligned (honours flags bit 0 whether set or not). */
 	if (nr_mods > MB_MAX_MODS)
 		return fail(c, -E2BIG, "%zu modules, more than the %u vpmu-vmm supports", nr_mods,
 			    MB_MAX_MODS);
@@ -629,14 +655,12 @@ static int load_multiboot(const struct ctx *c, uint64_t off, const char *cmdline
 		return fail(c, -EINVAL, "%zu modules but no module array", nr_mods);
 	blob_size = MBI_SIZE + MMAP_MAX_ENTRIES * MMAP_ENTRY_SIZE + nr_mods * MOD_SIZE +
 		    sizeof(MB_LOADER_NAME) + str_size(cmdline);
-	mods_end = p.image_end;
-	if (!align_up(p.image_end, PAGE_SIZE, &cursor))
+	if (!align_up(p->image_end, PAGE_SIZE, &cursor))
 		return fail(c, -E2BIG, "no room for modules after the kernel");
 	for (size_t i = 0; i < nr_mods; i++) {
 		if (!mods[i].data && mods[i].size)
 			return fail(c, -EINVAL, "module %zu has %zu bytes but no data", i,
 				    mods[i].size);
-		/* mod_end is a 32-bit field, so a module must end below 4 GiB. */
 		if (cursor > ram->size || mods[i].size > ram->size - cursor || cursor >= SZ_4G ||
 		    mods[i].size >= SZ_4G - cursor)
 			return fail(c, -E2BIG,
@@ -654,33 +678,24 @@ static int load_multiboot(const struct ctx *c, uint64_t off, const char *cmdline
 	if (blob_size > SZ_4G)
 		return fail(c, -E2BIG,
 			    "multiboot information with the command lines is over 4 GiB");
-	rc = place_boot_area(c, "multiboot information", blob_size, p.image_start, mods_end, SZ_4G,
-			     &blob);
-	if (rc)
-		return rc;
+	*ret_blob_size = blob_size;
+	*ret_mods_end = mods_end;
+	return 0;
+}
 
-	/* Checks done: from here on nothing fails. */
-	write_segments(c, &p);
-	cursor = p.image_end;
-	for (size_t i = 0; i < nr_mods; i++) {
-		align_up(cursor, PAGE_SIZE, &cursor);
-		if (mods[i].size)
-			memcpy(ram->base + cursor, mods[i].data, mods[i].size);
-		cursor += mods[i].size;
-	}
-
-	memset(ram->base + blob, 0, blob_size);
-	mmap_addr = blob + MBI_SIZE;
-	mods_addr = mmap_addr + MMAP_MAX_ENTRIES * MMAP_ENTRY_SIZE;
-	str = mods_addr + nr_mods * MOD_SIZE;
-
-	ram_low = ram->size < SZ_640K ? ram->size : SZ_640K;
-	/* Multiboot 0.6.96, 3.3: the legacy VGA/BIOS hole stays reserved below 1 MiB. */
+/*
+ * The memory map at `mmap_addr`; how many entries. Multiboot 0.6.96, 3.3:
+ * the legacy VGA/BIOS hole stays reserved below 1 MiB.
+ */
+static uint64_t mb_write_mmap(const struct vmm_ram *ram, uint64_t mmap_addr, uint64_t ram_low)
+{
 	const uint64_t map[MMAP_MAX_ENTRIES][3] = {
 		{ 0, ram_low, MMAP_RAM },
 		{ SZ_640K, SZ_1M - SZ_640K, MMAP_RESERVED },
 		{ SZ_1M, ram->size > SZ_1M ? ram->size - SZ_1M : 0, MMAP_RAM },
 	};
+	uint64_t nr_mmap = 0;
+
 	for (unsigned int i = 0; i < MMAP_MAX_ENTRIES; i++) {
 		uint64_t e = mmap_addr + nr_mmap * MMAP_ENTRY_SIZE;
 
@@ -692,13 +707,49 @@ static int load_multiboot(const struct ctx *c, uint64_t off, const char *cmdline
 		wr32(ram, e + MMAP_TYPE, (uint32_t) map[i][2]);
 		nr_mmap++;
 	}
+	return nr_mmap;
+}
 
+/* The modules' bytes after the kernel, and their entries with their strings from `str`. */
+static uint64_t mb_write_modules(const struct vmm_ram *ram, const struct plan *p,
+				 const struct vmm_module *mods, size_t nr_mods, uint64_t mods_addr,
+				 uint64_t str)
+{
+	uint64_t cursor = p->image_end;
+
+	for (size_t i = 0; i < nr_mods; i++) {
+		uint64_t m = mods_addr + i * MOD_SIZE;
+
+		align_up(cursor, PAGE_SIZE, &cursor);
+		if (mods[i].size)
+			memcpy(ram->base + cursor, mods[i].data, mods[i].size);
+		wr32(ram, m + MOD_START, (uint32_t) cursor);
+		wr32(ram, m + MOD_END, (uint32_t) (cursor + mods[i].size));
+		wr32(ram, m + MOD_STRING, (uint32_t) str);
+		str = put_string(ram, str, mods[i].cmdline);
+		cursor += mods[i].size;
+	}
+	return str;
+}
+
+/* The multiboot information block at `blob` (zeroed, blob_size bytes) and what it points to. */
+static void mb_write_info(const struct vmm_ram *ram, const struct plan *p, uint64_t blob,
+			  uint64_t blob_size, const char *cmdline, const struct vmm_module *mods,
+			  size_t nr_mods)
+{
+	uint64_t mmap_addr = blob + MBI_SIZE;
+	uint64_t mods_addr = mmap_addr + MMAP_MAX_ENTRIES * MMAP_ENTRY_SIZE;
+	uint64_t str = mods_addr + nr_mods * MOD_SIZE;
+	uint64_t ram_low = ram->size < SZ_640K ? ram->size : SZ_640K, nr_mmap, upper;
+
+	memset(ram->base + blob, 0, blob_size);
+	nr_mmap = mb_write_mmap(ram, mmap_addr, ram_low);
 	wr32(ram, blob + MBI_FLAGS,
 	     (uint32_t) (MBI_F_MEMORY | MBI_F_CMDLINE | MBI_F_MODS | MBI_F_MMAP |
 			 MBI_F_LOADER_NAME));
 	wr32(ram, blob + MBI_MEM_LOWER, (uint32_t) (ram_low / SZ_1K));
-	end = ram->size > SZ_1M ? (ram->size - SZ_1M) / SZ_1K : 0;
-	wr32(ram, blob + MBI_MEM_UPPER, end > UINT32_MAX ? UINT32_MAX : (uint32_t) end);
+	upper = ram->size > SZ_1M ? (ram->size - SZ_1M) / SZ_1K : 0;
+	wr32(ram, blob + MBI_MEM_UPPER, upper > UINT32_MAX ? UINT32_MAX : (uint32_t) upper);
 	wr32(ram, blob + MBI_MODS_COUNT, (uint32_t) nr_mods);
 	wr32(ram, blob + MBI_MODS_ADDR, (uint32_t) mods_addr);
 	wr32(ram, blob + MBI_MMAP_LENGTH, (uint32_t) (nr_mmap * MMAP_ENTRY_SIZE));
@@ -708,18 +759,30 @@ static int load_multiboot(const struct ctx *c, uint64_t off, const char *cmdline
 	str = put_string(ram, str, MB_LOADER_NAME);
 	wr32(ram, blob + MBI_CMDLINE, (uint32_t) str);
 	str = put_string(ram, str, cmdline);
-	cursor = p.image_end;
-	for (size_t i = 0; i < nr_mods; i++) {
-		uint64_t m = mods_addr + i * MOD_SIZE;
+	mb_write_modules(ram, p, mods, nr_mods, mods_addr, str);
+}
 
-		align_up(cursor, PAGE_SIZE, &cursor);
-		wr32(ram, m + MOD_START, (uint32_t) cursor);
-		wr32(ram, m + MOD_END, (uint32_t) (cursor + mods[i].size));
-		wr32(ram, m + MOD_STRING, (uint32_t) str);
-		str = put_string(ram, str, mods[i].cmdline);
-		cursor += mods[i].size;
-	}
+static int load_multiboot(const struct ctx *c, uint64_t off, const char *cmdline,
+			  const struct vmm_module *mods, size_t nr_mods, struct vmm_boot *ret)
+{
+	uint64_t mods_end = 0, blob_size = 0, blob = 0, end;
+	struct plan p;
+	int rc;
 
+	rc = mb_parse_image(c, off, &p);
+	if (!rc)
+		rc = check_segments(c, &p, SZ_4G);
+	if (!rc)
+		rc = mb_plan_modules(c, &p, cmdline, mods, nr_mods, &blob_size, &mods_end);
+	if (!rc)
+		rc = place_boot_area(c, "multiboot information", blob_size, p.image_start, mods_end,
+				     SZ_4G, &blob);
+	if (rc)
+		return rc;
+
+	/* Checks done: from here on nothing fails. */
+	write_segments(c, &p);
+	mb_write_info(c->ram, &p, blob, blob_size, cmdline, mods, nr_mods);
 	end = blob + blob_size;
 	*ret = (struct vmm_boot){
 		.kind = VMM_BOOT_MULTIBOOT,

@@ -19,15 +19,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bits.h"
 #include "bzimage.h"
 #include "emu.h"
 #include "kvm.h"
 #include "loader.h"
-#include "msr-index.h"
+#include "pebs-dump.h"
 #include "stats-server.h"
-#include "walk.h"
-#include "../host-tools/pebs-dump.h"
 #include "vpmu/vpmu.h"
 
 #define EXIT_VMM_ERROR 2 /* even: a debug-exit status is always odd */
@@ -295,134 +292,6 @@ static int stats_start(struct stats_server **srv, const char *path, struct vpmu_
 {
 	/* the stop signals' handler removes the socket (stats_server_unlink_path) */
 	return stats_server_start(path, &vcpu, vcpu ? 1 : 0, srv, err, errlen);
-}
-
-/* ---- the PEBS dump (--pebs-dump FILE) ------------------------------------ */
-
-/* DS management area, SDM Vol. 3B 20.6.3.4 (64-bit format) */
-#define DS_PEBS_BASE	  0x20
-#define DS_PEBS_INDEX	  0x28
-#define DS_PEBS_THRESHOLD 0x38
-#define PEBS_DUMP_MAX	  (256ull << 20)
-
-static uint64_t msr_or_zero(struct vpmu_vcpu *vcpu, uint32_t msr)
-{
-	uint64_t v = 0;
-
-	return vpmu_msr_read(vcpu, msr, &v) < 0 ? 0 : v;
-}
-
-static int pebs_dump(struct emu *emu, const char *path, char *err, size_t errlen)
-{
-	struct vpmu_vcpu *vcpu = emu_vpmu(emu);
-	struct vmm_ram ram = emu_ram(emu);
-	struct guest_region region = { .gpa = 0, .size = ram.size, .hva = ram.base };
-	struct guest_mem mem = { .regions = &region, .nr = 1 };
-	struct walk_paging p;
-	struct vpmu_pebs_dump_header h;
-	const void *records = NULL;
-	void *copy = NULL;
-	FILE *f;
-	int r;
-
-	emu_paging(emu, &p.cr0, &p.cr3, &p.cr4, &p.efer);
-	memset(&h, 0, sizeof(h));
-	memcpy(h.magic, VPMU_PEBS_DUMP_MAGIC, sizeof(h.magic));
-	h.version = VPMU_PEBS_DUMP_VERSION;
-	h.header_size = sizeof(h);
-	if (!vcpu) {
-		snprintf(err, errlen, "--pebs-dump %s: the guest has no vPMU", path);
-		return -ENODEV;
-	}
-	snprintf(h.model, sizeof(h.model), "%s", vpmu_vcpu_model(vcpu));
-	h.perf_capabilities = msr_or_zero(vcpu, MSR_IA32_PERF_CAPABILITIES);
-	h.pebs_enable = msr_or_zero(vcpu, MSR_IA32_PEBS_ENABLE);
-	h.data_cfg = msr_or_zero(vcpu, MSR_PEBS_DATA_CFG);
-	h.ds_area = msr_or_zero(vcpu, MSR_IA32_DS_AREA);
-	if (FIELD_GET(GENMASK_ULL(11, 8), h.perf_capabilities) == 0xf) {
-		/* architectural PEBS: a guest-physical buffer, byte offsets in IA32_PEBS_INDEX */
-		uint64_t base = msr_or_zero(vcpu, MSR_IA32_PEBS_BASE);
-		uint64_t index = msr_or_zero(vcpu, MSR_IA32_PEBS_INDEX);
-
-		h.pebs_base = base & ~0xfffull;
-		h.pebs_index = index & ARCH_PEBS_INDEX_WR;
-		h.pebs_threshold = FIELD_GET(ARCH_PEBS_INDEX_THRESH, index) << 4;
-		h.records_len = h.pebs_index;
-		if (h.records_len) {
-			records = guest_mem_ptr(&mem, h.pebs_base, h.records_len);
-			if (!records) {
-				snprintf(err, errlen,
-					 "--pebs-dump %s: the PEBS buffer at %#llx (+%llu bytes) "
-					 "is outside guest RAM",
-					 path, (unsigned long long) h.pebs_base,
-					 (unsigned long long) h.records_len);
-				return -EFAULT;
-			}
-		}
-	} else if (h.ds_area) {
-		uint64_t v[3];
-
-		if (walk_read(&mem, &p, h.ds_area + DS_PEBS_BASE, &v[0], 8, 0) < 0 ||
-		    walk_read(&mem, &p, h.ds_area + DS_PEBS_INDEX, &v[1], 8, 0) < 0 ||
-		    walk_read(&mem, &p, h.ds_area + DS_PEBS_THRESHOLD, &v[2], 8, 0) < 0) {
-			snprintf(err, errlen,
-				 "--pebs-dump %s: the DS area at %#llx is not mapped by the "
-				 "guest's page tables at exit",
-				 path, (unsigned long long) h.ds_area);
-			return -EFAULT;
-		}
-		h.pebs_base = v[0];
-		h.pebs_index = v[1];
-		h.pebs_threshold = v[2];
-		if (h.pebs_index > h.pebs_base) {
-			h.records_len = h.pebs_index - h.pebs_base;
-			if (h.records_len > PEBS_DUMP_MAX) {
-				snprintf(err, errlen,
-					 "--pebs-dump %s: PEBS index %#llx is %llu bytes past base "
-					 "%#llx: not a buffer to dump",
-					 path, (unsigned long long) h.pebs_index,
-					 (unsigned long long) h.records_len,
-					 (unsigned long long) h.pebs_base);
-				return -EFBIG;
-			}
-			copy = malloc(h.records_len);
-			if (!copy) {
-				snprintf(err, errlen, "--pebs-dump %s: out of memory", path);
-				return -ENOMEM;
-			}
-			r = walk_read(&mem, &p, h.pebs_base, copy, h.records_len, 0);
-			if (r < 0) {
-				snprintf(err, errlen,
-					 "--pebs-dump %s: the PEBS buffer %#llx..%#llx is not "
-					 "mapped by the guest's page tables at exit",
-					 path, (unsigned long long) h.pebs_base,
-					 (unsigned long long) h.pebs_index);
-				free(copy);
-				return r;
-			}
-			records = copy;
-		}
-	}
-
-	f = fopen(path, "wb");
-	if (!f) {
-		r = -errno;
-		snprintf(err, errlen, "--pebs-dump %s: cannot create: %s", path, strerror(errno));
-		free(copy);
-		return r;
-	}
-	r = fwrite(&h, sizeof(h), 1, f) == 1 &&
-			    (!h.records_len || fwrite(records, h.records_len, 1, f) == 1)
-		    ? 0
-		    : -EIO;
-	if (fclose(f) != 0)
-		r = -EIO;
-	free(copy);
-	if (r < 0) {
-		snprintf(err, errlen, "--pebs-dump %s: write failed (disk full?)", path);
-		unlink(path);
-	}
-	return r;
 }
 
 /* ---- host-counter signals ----------------------------------------------- */

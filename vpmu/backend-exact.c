@@ -16,8 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
 #include "bits.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "pmu.h"
 
 enum field {
@@ -235,7 +236,7 @@ static uint64_t count_of(const struct exact_ctr *c, const struct vpmu_exact_coun
 	return e->cycles;
 }
 
-int vpmu_exact_feed(struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *e)
+static int exact_feed(struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *e)
 {
 	struct exact_state *s = vcpu->backend_state;
 	uint64_t ovf = 0, xclk, running;
@@ -283,7 +284,7 @@ int vpmu_exact_feed(struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *e)
 	return 0;
 }
 
-bool vpmu_exact_would_overflow(const struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *e)
+static bool exact_would_overflow(const struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *e)
 {
 	const struct exact_state *s = vcpu->backend_state;
 	uint64_t running, xclk;
@@ -309,6 +310,50 @@ bool vpmu_exact_would_overflow(const struct vpmu_vcpu *vcpu, const struct vpmu_e
 	return false;
 }
 
+/* The caller's struct as this library's: a copy only when the sizes differ. */
+static const struct vpmu_exact_counts *counts_in(const struct vpmu_exact_counts *c, size_t size,
+						 struct vpmu_exact_counts *copy, int *ret)
+{
+	*ret = 0;
+	if (size == sizeof(*c))
+		return c;
+	*ret = abi_copy_in(copy, sizeof(*copy), c, size);
+	return copy;
+}
+
+int vpmu_exact_feed_sized(struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *c, size_t size)
+{
+	struct vpmu_exact_counts copy;
+	int r;
+
+	c = counts_in(c, size, &copy, &r);
+	return r < 0 ? r : exact_feed(vcpu, c);
+}
+
+int(vpmu_exact_feed)(struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *c)
+{
+	return vpmu_exact_feed_sized(vcpu, c, EXACT_COUNTS_SIZE_V01);
+}
+
+/* A struct with fields this library does not know: as if they were zero. */
+bool vpmu_exact_would_overflow_sized(const struct vpmu_vcpu *vcpu,
+				     const struct vpmu_exact_counts *c, size_t size)
+{
+	struct vpmu_exact_counts copy;
+
+	if (size != sizeof(*c)) {
+		memset(&copy, 0, sizeof(copy));
+		memcpy(&copy, c, size < sizeof(copy) ? size : sizeof(copy));
+		c = &copy;
+	}
+	return exact_would_overflow(vcpu, c);
+}
+
+bool(vpmu_exact_would_overflow)(const struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *c)
+{
+	return vpmu_exact_would_overflow_sized(vcpu, c, EXACT_COUNTS_SIZE_V01);
+}
+
 uint64_t vpmu_exact_headroom(const struct vpmu_vcpu *vcpu)
 {
 	const struct exact_state *s = vcpu->backend_state;
@@ -327,6 +372,17 @@ uint64_t vpmu_exact_headroom(const struct vpmu_vcpu *vcpu)
 	return best;
 }
 
+/* Reference cycles so far: where the crystal clock's next tick falls. */
+static uint64_t exact_phase(const void *state)
+{
+	return ((const struct exact_state *) state)->ref_total;
+}
+
+static void exact_set_phase(void *state, uint64_t phase)
+{
+	((struct exact_state *) state)->ref_total = phase;
+}
+
 const struct vpmu_backend_ops vpmu_backend_exact = {
 	.name = "exact",
 	.cheap_read = true,
@@ -335,4 +391,6 @@ const struct vpmu_backend_ops vpmu_backend_exact = {
 	.can_count = exact_can_count,
 	.update = exact_update,
 	.read = exact_read,
+	.phase = exact_phase,
+	.set_phase = exact_set_phase,
 };

@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "bits.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "perf-util.h"
 #include "pmu.h"
 

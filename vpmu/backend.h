@@ -79,6 +79,13 @@ struct vpmu_backend_ops {
 	bool (*pending)(const void *state);
 	/* Optional: what the stats show of counter `ctr`'s host event. */
 	void (*info)(void *state, unsigned int ctr, struct vpmu_backend_info *ret);
+	/*
+	 * Optional: state of the backend's own that decides future counts
+	 * and lies in no counter value (the exact backend's crystal-clock
+	 * phase), for a snapshot; restored onto the same backend only.
+	 */
+	uint64_t (*phase)(const void *state);
+	void (*set_phase)(void *state, uint64_t phase);
 };
 
 extern const struct vpmu_backend_ops vpmu_backend_none;

@@ -1,26 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Register helpers. Masks, never C bitfields: bitfield layout is the
- * compiler's choice, an MSR layout is the SDM's.
+ * Register helpers inside the library: the kernel's short names for the
+ * public vpmu/bits.h macros, plus a few private ones. Masks, never C
+ * bitfields: bitfield layout is the compiler's choice, an MSR layout is
+ * the SDM's.
  */
 #ifndef VPMU_BITS_H
 #define VPMU_BITS_H
 
 #include <stdint.h>
 
-#define BIT_ULL(n) (1ULL << (n))
-/* Bits h..l inclusive, h >= l, h <= 63. */
-#define GENMASK_ULL(h, l) ((~0ULL >> (63 - (h))) & (~0ULL << (l)))
+#include "vpmu/bits.h"
+
+#define BIT_ULL(n)	    VPMU_BIT_ULL(n)
+#define GENMASK_ULL(h, l)   VPMU_GENMASK_ULL(h, l)
+#define FIELD_GET(mask, v)  VPMU_FIELD_GET(mask, v)
+#define FIELD_PREP(mask, v) VPMU_FIELD_PREP(mask, v)
+
 /* Low n bits, n in 0..64. */
 static inline uint64_t lowmask_ull(unsigned int n)
 {
 	return n >= 64 ? ~0ULL : (1ULL << n) - 1;
 }
-
-/* Shift of the lowest set bit of a non-zero mask. */
-#define MASK_SHIFT(mask)    ((unsigned int) __builtin_ctzll(mask))
-#define FIELD_GET(mask, v)  (((uint64_t) (v) & (mask)) >> MASK_SHIFT(mask))
-#define FIELD_PREP(mask, v) (((uint64_t) (v) << MASK_SHIFT(mask)) & (mask))
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -6,12 +6,13 @@
  * dirty counter to the backend in one operation. Overflow sets
  * GLOBAL_STATUS, may request a PMI, and applies freeze-on-PMI.
  */
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 
 #include "bits.h"
 #include "filter.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "pmu.h"
 
 #define FIXED_BASE 32
@@ -210,28 +211,39 @@ static void update_dirty(struct vpmu_vcpu *vcpu)
 }
 
 /*
- * Apply every dirty counter now. For each PMI an overflow calls for, the
- * freeze takes effect on the host counters before the VMM hears of it.
- * The PMI callback must not call back into vpmu other than
+ * The one place queued work is done: dirty counters go to the backend,
+ * deferred PEBS assists run, due PMIs freeze and go to the VMM, until
+ * nothing is left. Called only from the entry points (sync, poll, an
+ * exact feed's overflow), never from below: folding a counter
+ * (counter_fold) only queues what a wrap calls for, so nothing under
+ * apply() can reach apply() again. For each PMI an overflow calls for,
+ * the freeze takes effect on the host counters before the VMM hears of
+ * it. The PMI callback must not call back into vpmu other than
  * vpmu_pmi_delivered() and vpmu_stats_read().
  */
 static void apply(struct vpmu_vcpu *vcpu)
 {
-	update_dirty(vcpu);
-	if (vcpu->pebs_pending) {
-		pebs_assist(vcpu); /* reloads counters: dirty again */
+	assert(!vcpu->applying);
+	vcpu->applying = true;
+	for (;;) {
 		update_dirty(vcpu);
-	}
-	while (vcpu->pmi_due) {
+		/* reloads counters (dirty again); its snapshot may queue more */
+		if (vcpu->pebs_pending && pebs_assist(vcpu))
+			continue;
+		if (!vcpu->pmi_due)
+			break;
 		vcpu->pmi_due = false;
 		pmi_request(vcpu);
 		update_dirty(vcpu);
 		stats_publish(vcpu);
+		vcpu->pmi_outstanding = true;
 		if (vcpu->pmi)
 			vcpu->pmi(vcpu->pmi_data, vcpu);
 	}
+	/* a wrap this publication folds stays queued for the next apply */
 	if (vcpu->stats_dirty)
 		stats_publish(vcpu);
+	vcpu->applying = false;
 }
 
 void counters_overflowed(struct vpmu_vcpu *vcpu, uint64_t ctr_mask)
@@ -241,7 +253,8 @@ void counters_overflowed(struct vpmu_vcpu *vcpu, uint64_t ctr_mask)
 	apply(vcpu);
 }
 
-int vpmu_vcpu_poll(struct vpmu_vcpu *vcpu)
+/* Queue the counters the host says overflowed; how many. */
+static int take_overflows(struct vpmu_vcpu *vcpu)
 {
 	uint64_t ovf;
 
@@ -249,14 +262,23 @@ int vpmu_vcpu_poll(struct vpmu_vcpu *vcpu)
 		return 0;
 	/* the backend's update, called for each of them, folds what they counted */
 	ovf = vcpu->backend->poll(vcpu->backend_state) & all_counters(vcpu);
-	if (!ovf)
-		return 0;
-	counters_overflowed(vcpu, ovf);
+	vcpu->dirty |= ovf;
 	return __builtin_popcountll(ovf);
+}
+
+int vpmu_vcpu_poll(struct vpmu_vcpu *vcpu)
+{
+	int n = take_overflows(vcpu);
+
+	apply(vcpu);
+	return n;
 }
 
 bool vpmu_vcpu_pending(const struct vpmu_vcpu *vcpu)
 {
+	/* work a fold queued (a guest read found a wrap) waits for the next sync too */
+	if (vcpu->pmi_due || vcpu->pebs_pending || vcpu->pmi_restore)
+		return true;
 	return vcpu->backend->pending && vcpu->backend->pending(vcpu->backend_state);
 }
 
@@ -264,42 +286,39 @@ int vpmu_vcpu_sync(struct vpmu_vcpu *vcpu)
 {
 	vcpu->stats.syncs++;
 	vcpu->stats_dirty = true;
-	vpmu_vcpu_poll(vcpu);
+	take_overflows(vcpu);
+	if (vcpu->pmi_restore) {
+		/* a PMI asked for before a snapshot and not delivered: ask again */
+		vcpu->pmi_restore = false;
+		vcpu->pmi_due = true;
+	}
 	apply(vcpu);
 	return 0;
 }
 
-/* Fold what the host counted into the value; true if that wrapped it. */
-static inline bool fold(struct vpmu_vcpu *vcpu, unsigned int ctr)
+/*
+ * Fold what the host counted into the value: a pure read of the backend.
+ * A wrap it finds is only recorded (GLOBAL_STATUS, a PEBS assist or a PMI
+ * due, add_delta) and the counter queued for re-arming; the next apply()
+ * does the work. So a guest read, a PEBS record's counters group and the
+ * stats can fold at any time without reaching apply() from inside it.
+ */
+void counter_fold(struct vpmu_vcpu *vcpu, unsigned int ctr)
 {
 	struct vpmu_hw *hw = counter_hw(vcpu, ctr);
 	uint64_t delta;
 
 	if (!hw->backed)
-		return false;
+		return;
 	delta = vcpu->backend->read(vcpu->backend_state, ctr, hw->discard);
 	vcpu->stats.backend_reads++;
 	if (hw->discard) {
 		delta = 0;
 		hw->discard = false;
 	}
-	if (!add_delta(vcpu, ctr, delta))
-		return false;
 	/* it wrapped before its overflow was reported: re-arm at the next apply */
-	vcpu->dirty |= BIT_ULL(ctr);
-	return true;
-}
-
-bool counter_fold(struct vpmu_vcpu *vcpu, unsigned int ctr)
-{
-	return fold(vcpu, ctr);
-}
-
-uint64_t counter_read_backed(struct vpmu_vcpu *vcpu, unsigned int ctr)
-{
-	if (fold(vcpu, ctr))
-		apply(vcpu);
-	return *counter_value(vcpu, ctr);
+	if (add_delta(vcpu, ctr, delta))
+		vcpu->dirty |= BIT_ULL(ctr);
 }
 
 void counters_reset(struct vpmu_vcpu *vcpu)

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * CPUID leaves the PMU owns, synthesised from the narrowed model.
- * Layouts of 0AH and 23H are SDM Vol. 2A CPUID (not in the seeds, see
- * CHECKLIST.md §A and §I); 15H per §22.7.3 (seed 000).
+ * Layouts of 0AH and 23H are SDM Vol. 2A CPUID (leaves 0AH and 23H); 15H
+ * per Vol. 3B 22.7.3.
  */
 #include <errno.h>
 #include <string.h>
 
 #include "bits.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "pmu.h"
 
 #define CPUID_1_ECX_DTES64 BIT_ULL(2)

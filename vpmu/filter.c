@@ -18,7 +18,7 @@
 
 #include "bits.h"
 #include "filter.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 
 /* Plain entries are kept as masked ones with mask 0xff, match = umask. */
 struct filter_entry {
@@ -408,11 +408,51 @@ static int parse_line(struct parser *ps, struct parse_state *st)
 		    quote(kw, q));
 }
 
+/* Every field: one order for the same entries, whatever the file's (filter_digest). */
 static int entry_cmp(const void *a, const void *b)
 {
 	const struct filter_entry *x = a, *y = b;
 
-	return (int) x->event - (int) y->event;
+	if (x->event != y->event)
+		return (int) x->event - (int) y->event;
+	if (x->mask != y->mask)
+		return (int) x->mask - (int) y->mask;
+	if (x->match != y->match)
+		return (int) x->match - (int) y->match;
+	return (int) x->exclude - (int) y->exclude;
+}
+
+/* FNV-1a, 64-bit: a digest, not a defence against a chosen collision. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+uint64_t filter_digest(const struct vpmu_filter *f)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	uint8_t head[7];
+
+	if (!f)
+		return 0;
+	/* little-endian, whatever the host: a snapshot may move between hosts */
+	head[0] = f->deny;
+	for (unsigned int i = 0; i < 4; i++)
+		head[1 + i] = (uint8_t) (f->fixed_bitmap >> (8 * i));
+	head[5] = (uint8_t) f->nr;
+	head[6] = (uint8_t) (f->nr >> 8);
+	h = fnv1a(h, head, sizeof(head));
+	for (unsigned int i = 0; i < f->nr; i++) {
+		const struct filter_entry *e = &f->entry[i];
+		uint8_t b[4] = { e->event, e->mask, e->match, e->exclude };
+
+		h = fnv1a(h, b, sizeof(b));
+	}
+	return h ? h : 1; /* 0 is the default policy's */
 }
 
 static int parse(const char *text, size_t len, struct vpmu_filter **ret_filter, char *err,

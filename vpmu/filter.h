@@ -20,4 +20,11 @@
 bool filter_allows_counter(const struct vpmu_filter *filter, unsigned int ctr, uint64_t evtsel,
 			   uint64_t fixed_ctrl);
 
+/*
+ * What a snapshot records of the filter its vCPU counts under: 0 for the
+ * default policy, else a digest of its rules (the same rules, in any
+ * order in the file, give the same digest).
+ */
+uint64_t filter_digest(const struct vpmu_filter *filter);
+
 #endif

@@ -19,7 +19,7 @@
 #include "bits.h"
 #include "events.h"
 #include "hostmap.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 
 #include <perfmon/pfmlib_perf_event.h>
 

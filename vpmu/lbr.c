@@ -2,12 +2,12 @@
 /*
  * The LBR stack of models with LBR format 5 (Skylake/Ice Lake: 32 entries,
  * FROM/TO plus LBR_INFO), fed with the guest's own branches by the
- * emulator. Host LBR contents never reach it. SDM §20.4.8, §20.12 (seed
- * 004): TOS is incremented before each write and wraps; LBR_SELECT bits
+ * emulator. Host LBR contents never reach it. SDM Vol. 3B 20.4.8, 20.12:
+ * TOS is incremented before each write and wraps; LBR_SELECT bits
  * suppress branch classes (Tables 20-11..13).
  */
 #include "bits.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "pmu.h"
 
 #define LBR_SEL_CPL_EQ_0   BIT_ULL(0)

@@ -1,22 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The local APIC LVT performance-counter entry (SDM Vol. 3A §11.5.1, not in
- * the seeds): bits 7:0 vector, 10:8 delivery mode (000 fixed, 100 NMI),
+ * The local APIC LVT performance-counter entry (SDM Vol. 3A 11.5.1,
+ * Figure 11-8): bits 7:0 vector, 10:8 delivery mode (000 fixed, 100 NMI),
  * 12 delivery status, 16 mask. Delivery masks the entry, as hardware does;
- * the guest's handler unmasks it before returning (seed 004 §20.4.9.5).
+ * the guest's handler unmasks it before returning (Vol. 3B 20.4.9.5).
  */
 #include "bits.h"
+#include "vpmu/msr.h"
 #include "vpmu/vpmu.h"
 
-#define APIC_LVT_VECTOR GENMASK_ULL(7, 0)
-#define APIC_LVT_MODE	GENMASK_ULL(10, 8)
-#define APIC_LVT_MASKED BIT_ULL(16)
 #define APIC_MODE_FIXED 0
 #define APIC_MODE_NMI	4
 
 void vpmu_lvt_decode(uint32_t lvt, struct vpmu_lvt *ret)
 {
-	unsigned int mode = (unsigned int) FIELD_GET(APIC_LVT_MODE, lvt);
+	unsigned int mode = (unsigned int) FIELD_GET(APIC_LVT_DELIVERY_MODE, lvt);
 
 	ret->vector = (uint8_t) FIELD_GET(APIC_LVT_VECTOR, lvt);
 	ret->after = lvt;

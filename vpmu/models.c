@@ -2,8 +2,9 @@
 /*
  * The built-in guest CPU models, named like QEMU's -cpu models.
  *
- * Values marked [seed] come from ../shared/seeds (see CHECKLIST.md); the
- * rest from the full SDM Vol. 3B / Linux as noted.
+ * Sources: the SDM Vol. 3B sections cited at each value, Intel's
+ * Skylake-server (06_55H) core event list (vpmu/events/skylake-server.txt),
+ * or Linux where noted.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -12,7 +13,7 @@
 
 #include "bits.h"
 #include "model.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "events.h"
 
 #define CAP_LBR_FMT(n)	FIELD_PREP(PERF_CAP_LBR_FMT, n)
@@ -21,10 +22,11 @@
 static const struct vpmu_model models[] = {
 	{
 		/*
-		 * Skylake server, 06_55H. [seed] CHECKLIST §F.1: perfmon v4, 4
-		 * GP counters per thread with HT on, 3 fixed, PEBS format 3,
-		 * LBR format 5 with 32 entries + LBR_INFO (Table 20-4), 25 MHz
-		 * crystal (Table 22-95). No adaptive, no EPT-friendly PEBS.
+		 * Skylake server, 06_55H, as its event list describes it:
+		 * perfmon v4, 4 GP counters per thread with HT on, 3 fixed,
+		 * PEBS format 3; LBR format 5 with 32 entries + LBR_INFO (SDM
+		 * Vol. 3B 20.4.8, Table 20-4), 25 MHz crystal (Vol. 3B 22.7.3,
+		 * Table 22-95). No adaptive, no EPT-friendly PEBS.
 		 * PERF_CAPABILITIES = 0x33c5: LBR_FMT 5, PEBS_TRAP, ARCH_REG,
 		 * PEBS_FMT 3, FREEZE_WHILE_SMM, FW_WRITE (what SKX reports).
 		 */
@@ -44,7 +46,8 @@ static const struct vpmu_model models[] = {
 		.perf_capabilities = CAP_LBR_FMT(5) | PERF_CAP_PEBS_TRAP | PERF_CAP_ARCH_REG |
 				     CAP_PEBS_FMT(3) | PERF_CAP_FREEZE_WHILE_SMM |
 				     PERF_CAP_FW_WRITES,
-		/* INST_RETIRED.PREC_DIST: GP counter 1 [seed §F.3] */
+		/* INST_RETIRED.PREC_DIST: GP counter 1 (the event list's Counter=1, PDISTCounter)
+		 */
 		.pdist_counters = BIT_ULL(1),
 		/* Linux's SKL extra_regs valid masks */
 		.offcore_rsp_valid = 0x3fffff8fffULL,
@@ -95,8 +98,8 @@ static const struct vpmu_model models[] = {
 		 * Lunar Lake P-core (Lion Cove, 06_BDH): perfmon v6 (CPUID
 		 * 23H counter bitmaps, UMASK2, EQ), PEBS format 6 with the
 		 * counters & metrics group (DATA_CFG bits 4/5/47:32/55:48)
-		 * and timed PEBS (PERF_CAPABILITIES[17]) [seed §22.9.2.3,
-		 * §22.9.9]. Its LBRs are architectural LBRs (CPUID 1CH),
+		 * and timed PEBS (PERF_CAPABILITIES[17]) (SDM Vol. 3B
+		 * 22.9.2.3, Table 22-102; 22.9.9). Its LBRs are architectural LBRs (CPUID 1CH),
 		 * which vpmu does not model: LBR_FMT 0, no LBR group.
 		 */
 		.name = "LunarLake",
@@ -132,8 +135,8 @@ static const struct vpmu_model models[] = {
 		 * Architectural PEBS (§22.10): CPUID.23H advertises it
 		 * (sub-leaves 4 and 5), PERF_CAPABILITIES reports PEBS_FMT =
 		 * 0xF, BASELINE = 0, PEBS_TRAP = ARCH_REG = TIMING_INFO = 1,
-		 * no PT output [seed §22.10.1.1]; IA32_MISC_ENABLE.PEBS_
-		 * UNAVAILABLE stays 1 [seed §22.10.1.2]. No DS area (its
+		 * no PT output (SDM Vol. 3B 22.10.1.1); IA32_MISC_ENABLE.PEBS_
+		 * UNAVAILABLE stays 1 (Vol. 3B 22.10.1.2). No DS area (its
 		 * output buffer is physically addressed), no legacy PEBS.
 		 */
 		.name = "arch-pebs",
@@ -271,12 +274,9 @@ int model_narrow(const struct vpmu_model *base, const struct vpmu_config *cfg,
 	return 0;
 }
 
-void model_derive(const struct vpmu_model *m, struct vpmu_masks *k)
+/* Counters, event selects and the fixed counters' control. */
+static void derive_counters(const struct vpmu_model *m, struct vpmu_masks *k)
 {
-	bool lbr = m->lbr_depth > 0;
-	unsigned int fmt = model_pebs_fmt(m);
-
-	memset(k, 0, sizeof(*k));
 	k->gp = lowmask_ull(m->nr_gp);
 	k->fixed = lowmask_ull(m->nr_fixed);
 	k->gp_width = lowmask_ull(m->gp_width);
@@ -310,6 +310,12 @@ void model_derive(const struct vpmu_model *m, struct vpmu_masks *k)
 		if (model_adaptive_pebs(m))
 			k->fixed_ctrl |= FIXED_CTRL_ADAPTIVE(i);
 	}
+}
+
+/* GLOBAL_CTRL, GLOBAL_STATUS and what resets and sets it; DEBUGCTL's freeze bits. */
+static void derive_global(const struct vpmu_model *m, struct vpmu_masks *k)
+{
+	bool lbr = m->lbr_depth > 0;
 
 	k->global_ctrl = k->gp | (k->fixed << GLOBAL_STATUS_FIXED_SHIFT);
 	if (model_has_metrics(m))
@@ -321,7 +327,7 @@ void model_derive(const struct vpmu_model *m, struct vpmu_masks *k)
 	if (model_legacy_pebs(m) || model_arch_pebs(m))
 		k->global_status |= GLOBAL_STATUS_BUFFER_OVF;
 	if (m->version >= 4) {
-		/* Streamlined freeze, SDM §20.4.7 (seed 004). */
+		/* Streamlined freeze, SDM Vol. 3B 20.4.7, Table 20-3. */
 		k->global_status |= GLOBAL_STATUS_COUNTERS_FROZEN;
 		if (lbr)
 			k->global_status |= GLOBAL_STATUS_LBRS_FROZEN;
@@ -339,6 +345,12 @@ void model_derive(const struct vpmu_model *m, struct vpmu_masks *k)
 	}
 	if (m->perf_capabilities & PERF_CAP_FREEZE_WHILE_SMM)
 		k->debugctl |= DEBUGCTLMSR_FREEZE_IN_SMM;
+}
+
+/* PEBS of either kind, the extra MSRs events read, the LBR stack. */
+static void derive_sampling(const struct vpmu_model *m, struct vpmu_masks *k)
+{
+	bool lbr = m->lbr_depth > 0;
 
 	if (model_adaptive_pebs(m)) {
 		/* PEBS_BASELINE: every counter, GP from bit 0, fixed from 32 */
@@ -346,7 +358,7 @@ void model_derive(const struct vpmu_model *m, struct vpmu_masks *k)
 		k->data_cfg = PEBS_DATACFG_MEMINFO | PEBS_DATACFG_GP | PEBS_DATACFG_XMMS;
 		if (lbr)
 			k->data_cfg |= PEBS_DATACFG_LBRS | PEBS_DATACFG_LBR_ENTRIES;
-		if (fmt >= 6) {
+		if (model_pebs_fmt(m) >= 6) {
 			k->data_cfg |= PEBS_DATACFG_CNTR | (k->gp << 32) | (k->fixed << 48);
 			if (model_has_metrics(m))
 				k->data_cfg |= PEBS_DATACFG_METRICS;
@@ -383,4 +395,12 @@ void model_derive(const struct vpmu_model *m, struct vpmu_masks *k)
 		k->pebs_index = ARCH_PEBS_INDEX_WR | ARCH_PEBS_INDEX_FULL | ARCH_PEBS_INDEX_EN |
 				ARCH_PEBS_INDEX_THRESH;
 	}
+}
+
+void model_derive(const struct vpmu_model *m, struct vpmu_masks *k)
+{
+	memset(k, 0, sizeof(*k));
+	derive_counters(m, k);
+	derive_global(m, k);
+	derive_sampling(m, k);
 }

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "bits.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "pmu.h"
 
 enum msr_kind {
@@ -44,6 +44,20 @@ enum msr_kind {
 	K_NR,
 };
 _Static_assert(K_NR <= VPMU_MSR_KINDS, "struct vpmu_vcpu.msr_count too small");
+/*
+ * classify() finds the kind of 38DH..392H by arithmetic, K_FIXED_CTRL +
+ * (msr - 38DH): those six kinds must follow each other in address order.
+ */
+#define KIND_AT(kind, msr) ((kind) -K_FIXED_CTRL == (msr) -MSR_CORE_PERF_FIXED_CTR_CTRL)
+_Static_assert(KIND_AT(K_GLOBAL_STATUS, MSR_CORE_PERF_GLOBAL_STATUS), "GLOBAL_STATUS at 38EH");
+_Static_assert(KIND_AT(K_GLOBAL_CTRL, MSR_CORE_PERF_GLOBAL_CTRL), "GLOBAL_CTRL at 38FH");
+_Static_assert(KIND_AT(K_GLOBAL_OVF_CTRL, MSR_CORE_PERF_GLOBAL_OVF_CTRL),
+	       "GLOBAL_OVF_CTRL at 390H");
+_Static_assert(KIND_AT(K_GLOBAL_STATUS_SET, MSR_CORE_PERF_GLOBAL_STATUS_SET),
+	       "GLOBAL_STATUS_SET at 391H");
+_Static_assert(KIND_AT(K_GLOBAL_INUSE, MSR_CORE_PERF_GLOBAL_INUSE), "GLOBAL_INUSE at 392H");
+/* a table entry holds the kind in bits 13:8 and the index in bits 7:0 */
+_Static_assert(K_NR <= 0x40 && VPMU_MAX_LBR <= 0x100, "kind and index fit a table entry");
 
 /*
  * Architectural address ranges, ascending. `span` is how many registers
@@ -210,7 +224,7 @@ static uint64_t global_inuse(const struct vpmu_vcpu *vcpu)
 	bool pmi = false;
 
 	/*
-	 * SDM Vol. 3B §21.2.4.3 (not in seeds): GP i in use when its event
+	 * SDM Vol. 3B §21.2.4.3 (IA32_PERF_GLOBAL_INUSE): GP i in use when its event
 	 * select bits 7:0 are non-zero, fixed i when its ring bits are, bit
 	 * 63 when any counter's PMI enable is set.
 	 */
@@ -227,20 +241,10 @@ static uint64_t global_inuse(const struct vpmu_vcpu *vcpu)
 	return pmi ? v | GLOBAL_INUSE_PMI : v;
 }
 
-int vpmu_msr_read(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t *ret_value)
+/* The value of register `i` of `kind`, as RDMSR returns it (counters folded). */
+static uint64_t kind_value(struct vpmu_vcpu *vcpu, enum msr_kind kind, unsigned int i)
 {
-	enum msr_kind kind;
-	unsigned int i;
 	uint64_t v;
-	int r;
-
-	vcpu->stats.msr_reads++;
-	r = classify(vcpu, msr, &kind, &i);
-	if (r < 0) {
-		if (r == -ENXIO)
-			vcpu->stats.msr_faults++;
-		return r;
-	}
 
 	switch (kind) {
 	case K_PMC:
@@ -325,10 +329,33 @@ int vpmu_msr_read(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t *ret_value)
 		v = vcpu->fixed[i].cfg_c;
 		break;
 	default:
-		return -ENOENT;
+		v = 0;
+		break;
 	}
-	*ret_value = v;
+	return v;
+}
+
+int msr_get(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t *ret_value)
+{
+	enum msr_kind kind;
+	unsigned int i;
+	int r = classify(vcpu, msr, &kind, &i);
+
+	if (r < 0)
+		return r;
+	*ret_value = kind_value(vcpu, kind, i);
 	return 0;
+}
+
+int vpmu_msr_read(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t *ret_value)
+{
+	int r;
+
+	vcpu->stats.msr_reads++;
+	r = msr_get(vcpu, msr, ret_value);
+	if (r == -ENXIO)
+		vcpu->stats.msr_faults++;
+	return r;
 }
 
 /* GP counters whose event reads the extra MSR at `msr` (its value is in their host event). */
@@ -385,17 +412,10 @@ int vpmu_msr_write(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v)
 	return r;
 }
 
-static int msr_write(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v)
+/* The counters and their local controls. */
+static int write_counter(struct vpmu_vcpu *vcpu, enum msr_kind kind, unsigned int i, uint64_t v)
 {
 	const struct vpmu_masks *k = &vcpu->mask;
-	enum msr_kind kind;
-	unsigned int i;
-	uint64_t old;
-	int r;
-
-	r = classify(vcpu, msr, &kind, &i);
-	if (r < 0)
-		return r;
 
 	switch (kind) {
 	case K_PMC:
@@ -424,45 +444,58 @@ static int msr_write(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v)
 			return -EINVAL;
 		counter_write(vcpu, 32 + i, v);
 		return 0;
-	case K_FIXED_CTRL:
+	default: /* K_FIXED_CTRL */
 		if (v & ~k->fixed_ctrl)
 			return -EINVAL;
 		vcpu->dirty |= fixed_ctrl_changes(vcpu->fixed_ctrl, v);
 		vcpu->fixed_ctrl = v;
 		return 0;
-	case K_GLOBAL_CTRL:
+	}
+}
+
+/* GLOBAL_CTRL and the writes that reset or set GLOBAL_STATUS bits. */
+static int write_global(struct vpmu_vcpu *vcpu, enum msr_kind kind, uint64_t v)
+{
+	const struct vpmu_masks *k = &vcpu->mask;
+	uint64_t old;
+
+	if (kind == K_GLOBAL_CTRL) {
 		if (v & ~k->global_ctrl)
 			return -EINVAL;
 		vcpu->dirty |= (vcpu->global_ctrl ^ v) & (k->gp | k->fixed << 32);
 		vcpu->global_ctrl = v;
 		return 0;
-	case K_GLOBAL_OVF_CTRL:
-	case K_GLOBAL_STATUS_SET:
-		if (v & ~(kind == K_GLOBAL_OVF_CTRL ? k->status_reset : k->status_set))
+	}
+	if (v & ~(kind == K_GLOBAL_OVF_CTRL ? k->status_reset : k->status_set))
+		return -EINVAL;
+	old = vcpu->global_status;
+	if (kind == K_GLOBAL_OVF_CTRL)
+		vcpu->global_status &= ~v;
+	else
+		vcpu->global_status |= v;
+	/* CTR_Frz changing starts or stops every counter */
+	if ((old ^ vcpu->global_status) & GLOBAL_STATUS_COUNTERS_FROZEN)
+		vcpu->dirty |= k->gp | k->fixed << 32;
+	return 0;
+}
+
+/* PEBS, the DS area and the extra MSRs some events read. */
+static int write_sampling(struct vpmu_vcpu *vcpu, enum msr_kind kind, unsigned int i, uint32_t msr,
+			  uint64_t v)
+{
+	const struct vpmu_masks *k = &vcpu->mask;
+	uint64_t *reg, valid;
+	int r;
+
+	switch (kind) {
+	case K_DS_AREA:
+		if (!is_canonical(v, vcpu->model.linear_bits))
 			return -EINVAL;
-		old = vcpu->global_status;
-		if (kind == K_GLOBAL_OVF_CTRL)
-			vcpu->global_status &= ~v;
-		else
-			vcpu->global_status |= v;
-		/* CTR_Frz changing starts or stops every counter */
-		if ((old ^ vcpu->global_status) & GLOBAL_STATUS_COUNTERS_FROZEN)
-			vcpu->dirty |= k->gp | k->fixed << 32;
+		vcpu->ds_area = v;
 		return 0;
 	case K_PERF_METRICS:
 		vcpu->perf_metrics = v;
 		return 0;
-	case K_OFFCORE_RSP:
-		r = set_masked(&vcpu->offcore_rsp[i], v, k->offcore_rsp[i]);
-		if (!r)
-			dirty_aux_users(vcpu, msr);
-		return r;
-	case K_LBR_SELECT:
-		return set_masked(&vcpu->lbr_select, v, k->lbr_select);
-	case K_LBR_TOS:
-		return set_masked(&vcpu->lbr_tos, v, k->lbr_tos);
-	case K_DEBUGCTL:
-		return set_masked(&vcpu->debugctl, v, k->debugctl);
 	case K_PEBS_ENABLE:
 		return set_masked(&vcpu->pebs_enable, v, k->pebs_enable);
 	case K_DATA_CFG:
@@ -471,23 +504,42 @@ static int msr_write(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v)
 		return set_masked(&vcpu->pebs_base, v, k->pebs_base);
 	case K_PEBS_INDEX:
 		return set_masked(&vcpu->pebs_index, v, k->pebs_index);
+	case K_GP_CFG_C:
+		return set_masked(&vcpu->gp[i].cfg_c, v, k->pebs_cfg_c);
+	case K_FX_CFG_C:
+		return set_masked(&vcpu->fixed[i].cfg_c, v, k->pebs_cfg_c);
+	case K_OFFCORE_RSP:
+		reg = &vcpu->offcore_rsp[i], valid = k->offcore_rsp[i];
+		break;
 	case K_LD_LAT:
-		r = set_masked(&vcpu->ld_lat, v, k->ld_lat);
-		if (!r)
-			dirty_aux_users(vcpu, msr);
-		return r;
-	case K_FRONTEND:
-		r = set_masked(&vcpu->frontend, v, k->frontend);
-		if (!r)
-			dirty_aux_users(vcpu, msr);
-		return r;
-	case K_DS_AREA:
-		if (!is_canonical(v, vcpu->model.linear_bits))
-			return -EINVAL;
-		vcpu->ds_area = v;
-		return 0;
-	case K_LBR_FROM:
-	case K_LBR_TO:
+		reg = &vcpu->ld_lat, valid = k->ld_lat;
+		break;
+	default: /* K_FRONTEND */
+		reg = &vcpu->frontend, valid = k->frontend;
+		break;
+	}
+	/* an extra MSR: the events that read it take the new value at the sync */
+	r = set_masked(reg, v, valid);
+	if (!r)
+		dirty_aux_users(vcpu, msr);
+	return r;
+}
+
+/* DEBUGCTL and the LBR stack. */
+static int write_lbr(struct vpmu_vcpu *vcpu, enum msr_kind kind, unsigned int i, uint64_t v)
+{
+	const struct vpmu_masks *k = &vcpu->mask;
+
+	switch (kind) {
+	case K_DEBUGCTL:
+		return set_masked(&vcpu->debugctl, v, k->debugctl);
+	case K_LBR_SELECT:
+		return set_masked(&vcpu->lbr_select, v, k->lbr_select);
+	case K_LBR_TOS:
+		return set_masked(&vcpu->lbr_tos, v, k->lbr_tos);
+	case K_LBR_INFO:
+		return set_masked(&vcpu->lbr_info[i], v, k->lbr_info);
+	default: /* K_LBR_FROM, K_LBR_TO */
 		/* Format 5 FROM/TO: 47:0 address, 63:48 its sign extension */
 		if (!is_canonical(v, 48))
 			return -EINVAL;
@@ -496,12 +548,47 @@ static int msr_write(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v)
 		else
 			vcpu->lbr_to[i] = v;
 		return 0;
-	case K_LBR_INFO:
-		return set_masked(&vcpu->lbr_info[i], v, k->lbr_info);
+	}
+}
+
+static int msr_write(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v)
+{
+	enum msr_kind kind;
+	unsigned int i;
+	int r = classify(vcpu, msr, &kind, &i);
+
+	if (r < 0)
+		return r;
+	switch (kind) {
+	case K_PMC:
+	case K_A_PMC:
+	case K_EVTSEL:
+	case K_FIXED_CTR:
+	case K_FIXED_CTRL:
+		return write_counter(vcpu, kind, i, v);
+	case K_GLOBAL_CTRL:
+	case K_GLOBAL_OVF_CTRL:
+	case K_GLOBAL_STATUS_SET:
+		return write_global(vcpu, kind, v);
+	case K_PERF_METRICS:
+	case K_OFFCORE_RSP:
+	case K_PEBS_ENABLE:
+	case K_DATA_CFG:
+	case K_PEBS_BASE:
+	case K_PEBS_INDEX:
+	case K_LD_LAT:
+	case K_FRONTEND:
+	case K_DS_AREA:
 	case K_GP_CFG_C:
-		return set_masked(&vcpu->gp[i].cfg_c, v, k->pebs_cfg_c);
 	case K_FX_CFG_C:
-		return set_masked(&vcpu->fixed[i].cfg_c, v, k->pebs_cfg_c);
+		return write_sampling(vcpu, kind, i, msr, v);
+	case K_DEBUGCTL:
+	case K_LBR_SELECT:
+	case K_LBR_TOS:
+	case K_LBR_FROM:
+	case K_LBR_TO:
+	case K_LBR_INFO:
+		return write_lbr(vcpu, kind, i, v);
 	case K_GLOBAL_STATUS:	  /* read-only */
 	case K_GLOBAL_INUSE:	  /* read-only */
 	case K_PERF_CAPABILITIES: /* read-only */
@@ -510,6 +597,43 @@ static int msr_write(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v)
 		break;
 	}
 	return -ENOENT;
+}
+
+/*
+ * Restore: set MSR `msr` to `v`, a value RDMSR returned on a vCPU like
+ * this one (vpmu_vcpu_restore), with the checks a guest WRMSR gets. What
+ * a WRMSR cannot set is set here: counters at their full width,
+ * GLOBAL_STATUS; what RDMSR derives or reads as 0 must be what it reads
+ * here (PERF_CAPABILITIES, GLOBAL_OVF_CTRL, GLOBAL_STATUS_SET; the caller
+ * compares GLOBAL_INUSE once every event select is in). -EINVAL: a value
+ * this vCPU cannot hold; -ENOENT/-ENXIO: not an MSR it has.
+ */
+int msr_restore(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v)
+{
+	const struct vpmu_masks *k = &vcpu->mask;
+	enum msr_kind kind;
+	unsigned int i;
+	int r = classify(vcpu, msr, &kind, &i);
+
+	if (r < 0)
+		return r;
+	switch (kind) {
+	case K_PMC:
+	case K_A_PMC:
+		return set_masked(&vcpu->gp[i].value, v, k->gp_width);
+	case K_FIXED_CTR:
+		return set_masked(&vcpu->fixed[i].value, v, k->fixed_width);
+	case K_GLOBAL_STATUS:
+		return set_masked(&vcpu->global_status, v, k->global_status);
+	case K_GLOBAL_OVF_CTRL:
+	case K_GLOBAL_STATUS_SET:
+	case K_PERF_CAPABILITIES:
+		return v == kind_value(vcpu, kind, i) ? 0 : -EINVAL;
+	case K_GLOBAL_INUSE:
+		return 0;
+	default:
+		return msr_write(vcpu, msr, v);
+	}
 }
 
 size_t vpmu_msr_list(const struct vpmu_vcpu *vcpu, uint32_t *msrs, size_t n)

@@ -8,19 +8,16 @@
 #include <string.h>
 
 #include "bits.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "pebs-record.h"
 
-/* Format 3, seed 004 Fig 20-10 plus CHECKLIST.md §C.3 (90H..C0H). */
-static_assert(PEBS3_RBX == PEBS3_RAX + 0x08, "legacy order: RAX RBX");
-static_assert(PEBS3_RSP == PEBS3_RAX + 0x38, "legacy order ends with RSP");
-static_assert(PEBS3_R8 == PEBS3_RSP + 0x08, "R8 follows RSP");
-static_assert(PEBS_R8 == 8 && PEBS3_R(PEBS_R8) == PEBS3_R8, "PEBS3_R takes enum pebs_gpr");
-static_assert(PEBS3_R(15) == 0x88, "Fig 20-10: R15 at 88H");
-static_assert(PEBS3_APPLICABLE == PEBS3_R(15) + 8, "Applicable Counters at 90H");
+/* Format 3, SDM Vol. 3B Figure 20-10 and 22.3.8.1.1 (90H..C0H). */
+static_assert(PEBS3_R8 == PEBS3_RAX + 8 * 8, "R8 follows the 8 legacy GPRs");
+static_assert(PEBS_R8 == 8 && PEBS_R15 == 15, "enum pebs_gpr numbers R8-R15 as the SDM does");
+static_assert(PEBS3_APPLICABLE == PEBS3_R8 + 8 * 8, "Applicable Counters at 90H, after R15");
 static_assert(PEBS3_SIZE == PEBS3_TSC + 8 && PEBS3_SIZE == 200, "format 3 is 200 bytes");
 
-/* Adaptive group sizes, §22.9.2.2 Tables 22-96..22-101, CHECKLIST.md §C.6. */
+/* Adaptive group sizes, SDM Vol. 3B 22.9.2.2, Tables 22-96..22-101. */
 static_assert(PEBS_BASIC_SIZE == 32, "Basic group");
 static_assert(PEBS_MEMINFO_SIZE == 32, "Memory Info group");
 static_assert(PEBS_GPRS_SIZE == 144 && PEBS_GPRS_REG(PEBS_NR_GPRS) == PEBS_GPRS_SIZE, "GPR group");
@@ -258,22 +255,11 @@ size_t pebs_record_size(const struct pebs_config *cfg)
 
 static void build_fmt3(const struct pebs_config *cfg, const struct pebs_sample *s, uint8_t *buf)
 {
-	/* Fig 20-10: the legacy register order, not the SDM's register numbers. */
-	static const struct {
-		unsigned int off;
-		enum pebs_gpr reg;
-	} legacy[] = {
-		{ PEBS3_RAX, PEBS_RAX }, { PEBS3_RBX, PEBS_RBX }, { PEBS3_RCX, PEBS_RCX },
-		{ PEBS3_RDX, PEBS_RDX }, { PEBS3_RSI, PEBS_RSI }, { PEBS3_RDI, PEBS_RDI },
-		{ PEBS3_RBP, PEBS_RBP }, { PEBS3_RSP, PEBS_RSP },
-	};
-
 	put64(buf + PEBS3_RFLAGS, s->rflags);
 	put64(buf + PEBS3_RIP, s->ip);
-	for (unsigned int i = 0; i < ARRAY_SIZE(legacy); i++)
-		put64(buf + legacy[i].off, gpr_value(s, legacy[i].reg));
-	for (unsigned int r = PEBS_R8; r <= PEBS_R15; r++)
-		put64(buf + PEBS3_R(r), gpr_value(s, r));
+	/* Figure 20-10: the legacy register order, not the SDM's register numbers */
+	for (unsigned int r = 0; r < PEBS_NR_GPRS; r++)
+		put64(buf + pebs3_gpr_offset(r), gpr_value(s, r));
 	put64(buf + PEBS3_APPLICABLE, cfg->applicable);
 	put64(buf + PEBS3_DLA, s->dla);
 	put64(buf + PEBS3_DATA_SRC, s->data_src);

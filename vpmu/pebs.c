@@ -3,11 +3,11 @@
  * The PEBS assist, done in software: when a PEBS-enabled counter
  * overflows, build the record the model's format describes and write it
  * into the guest's buffer through the guest's own page tables (legacy
- * PEBS: the DS save area, seed 004 §20.4.9; architectural PEBS: the
- * physically addressed buffer of IA32_PEBS_BASE/INDEX, §22.10), then
+ * PEBS: the DS save area, SDM Vol. 3B 20.4.9; architectural PEBS: the
+ * physically addressed buffer of IA32_PEBS_BASE/INDEX, Vol. 3B 22.10), then
  * reload the counters and raise the buffer interrupt at the threshold.
  *
- * Semantics (seed 000 §22.6.2.2, §22.9.1; CHECKLIST.md §C.2):
+ * Semantics (SDM Vol. 3B 22.6.2.2, 22.6.2.4, 22.9.1; 20.4.9.5):
  *   - the record is written for the instruction whose event overflowed the
  *     counter, with the register state after it (trap-like) -- the PDist
  *     behaviour, exact on the emulator; a host sample that comes later
@@ -25,18 +25,9 @@
 #include <string.h>
 
 #include "bits.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "pebs-record.h"
 #include "pmu.h"
-
-/* DS buffer management area, 64-bit layout (Fig 20-8, Fig 22-69) */
-#define DS_PEBS_BASE	    0x20
-#define DS_PEBS_INDEX	    0x28
-#define DS_PEBS_ABS_MAX	    0x30
-#define DS_PEBS_THRESHOLD   0x38
-#define DS_PEBS_GP_RESET(n) (0x40 + 8 * (n))
-/* fixed reset slots follow the GP ones: 8 GP for format 4, 32 for 5/6 (§22.6.2.4.2) */
-#define DS_PEBS_FIXED_RESET(fmt, n) ((fmt) == 4 ? 0x80 + 8 * (n) : 0x140 + 8 * (n))
 
 #define MAX_RECORD 4096 /* larger than any record any format builds */
 
@@ -103,7 +94,7 @@ static void reload(struct vpmu_vcpu *vcpu, unsigned int ctr, uint64_t value)
 {
 	uint64_t width = ctr >= 32 ? vcpu->mask.fixed_width : vcpu->mask.gp_width;
 
-	/* bits above the counter width are ignored (seed 004 L2544) */
+	/* bits above the counter width are ignored (SDM Vol. 3B 20.4.9, PEBS counter reset) */
 	counter_write(vcpu, ctr, value & width);
 }
 
@@ -251,18 +242,20 @@ static void arch_assist(struct vpmu_vcpu *vcpu, unsigned int ctr, const struct p
 	reload(vcpu, ctr, (cfg_c & ARCH_PEBS_RELOAD) | ~ARCH_PEBS_RELOAD);
 }
 
-void pebs_assist(struct vpmu_vcpu *vcpu)
+bool pebs_assist(struct vpmu_vcpu *vcpu)
 {
 	struct vpmu_guest_regs regs;
 	struct walk_paging paging;
 	struct pebs_sample s;
 	uint64_t ctrs = vcpu->pebs_pending;
 
-	memset(&regs, 0, sizeof(regs));
-	if (!vcpu->regs || vcpu->regs(vcpu->regs_data, vcpu, &regs) < 0) {
+	/* the VMM fills its own struct, which may be larger or smaller than ours */
+	memset(vcpu->regs_buf, 0, vcpu->regs_buf_size);
+	if (!vcpu->regs || vcpu->regs(vcpu->regs_data, vcpu, vcpu->regs_buf) < 0) {
 		vcpu->stats.pebs_deferred++;
-		return;
+		return false;
 	}
+	memcpy(&regs, vcpu->regs_buf, sizeof(regs));
 	vcpu->pebs_pending = 0;
 	sample_from(vcpu, &regs, &s);
 	paging = (struct walk_paging){ regs.cr0, regs.cr3, regs.cr4, regs.efer };
@@ -273,4 +266,5 @@ void pebs_assist(struct vpmu_vcpu *vcpu)
 		legacy_assist(vcpu, ctrs, &s, &paging);
 	}
 	vcpu->stats_dirty = true;
+	return true;
 }

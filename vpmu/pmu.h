@@ -111,6 +111,9 @@ struct vpmu_vcpu {
 	uint64_t dirty;		     /* counters to update at the next sync */
 	uint64_t unavailable_events; /* CPUID.0AH:EBX */
 	bool pmi_due;		     /* an overflow with INT/PMI is pending */
+	bool pmi_outstanding;	     /* the VMM was asked for a PMI, not yet delivered */
+	bool pmi_restore;	     /* ask again at the next sync (restored snapshot) */
+	bool applying;		     /* inside apply(): it never nests */
 	uint64_t pebs_pending;	     /* PEBS counters whose overflow awaits its record */
 	uint64_t last_ip;	     /* the last fed instruction: PEBS EventingIP */
 	uint64_t last_dla;
@@ -119,6 +122,8 @@ struct vpmu_vcpu {
 	void *pmi_data;
 	vpmu_regs_fn regs;
 	void *regs_data;
+	struct vpmu_guest_regs *regs_buf; /* the callback's, regs_buf_size bytes */
+	size_t regs_buf_size;		  /* the larger of the VMM's and ours */
 
 	/* guest RAM for PEBS records */
 	struct guest_region *mem_regions;
@@ -132,8 +137,7 @@ struct vpmu_vcpu {
 };
 
 /* counter.c. Counters are numbered as GLOBAL_CTRL numbers them. */
-bool counter_fold(struct vpmu_vcpu *vcpu, unsigned int ctr);
-uint64_t counter_read_backed(struct vpmu_vcpu *vcpu, unsigned int ctr);
+void counter_fold(struct vpmu_vcpu *vcpu, unsigned int ctr);
 void counters_reset(struct vpmu_vcpu *vcpu);
 uint32_t counters_unavailable_events(struct vpmu_vcpu *vcpu);
 
@@ -147,12 +151,15 @@ static inline uint64_t *counter_value(struct vpmu_vcpu *vcpu, unsigned int ctr)
 	return ctr >= 32 ? &vcpu->fixed[ctr - 32].value : &vcpu->gp[ctr].value;
 }
 
-/* The guest's view of a counter: exact at any time (folds the host count). */
+/*
+ * The guest's view of a counter: exact at any time (folds the host count).
+ * A wrap the fold finds is queued for the next apply, never done here.
+ */
 static inline uint64_t counter_read(struct vpmu_vcpu *vcpu, unsigned int ctr)
 {
-	if (!counter_hw(vcpu, ctr)->backed)
-		return *counter_value(vcpu, ctr);
-	return counter_read_backed(vcpu, ctr);
+	if (counter_hw(vcpu, ctr)->backed)
+		counter_fold(vcpu, ctr);
+	return *counter_value(vcpu, ctr);
 }
 
 /* A guest write of the value: the host count so far no longer applies. */
@@ -165,7 +172,8 @@ static inline void counter_write(struct vpmu_vcpu *vcpu, unsigned int ctr, uint6
 
 /* pebs.c */
 bool pebs_counter_enabled(const struct vpmu_vcpu *vcpu, unsigned int ctr);
-void pebs_assist(struct vpmu_vcpu *vcpu);
+/* Write the records vcpu->pebs_pending awaits; false if deferred (no registers yet). */
+bool pebs_assist(struct vpmu_vcpu *vcpu);
 
 /* stats.c */
 void stats_publish(struct vpmu_vcpu *vcpu);
@@ -184,8 +192,12 @@ int stats_read_attempt(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret,
  */
 extern void (*stats_publish_step)(struct vpmu_vcpu *vcpu, size_t step);
 
-/* Fill vcpu->msr_count from the narrowed model (msr.c). */
+/* msr.c. Fill vcpu->msr_count from the narrowed model. */
 void msr_counts_init(struct vpmu_vcpu *vcpu);
+/* RDMSR without counting it as a guest access. */
+int msr_get(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t *ret_value);
+/* Set an MSR to a value RDMSR returned (snapshot restore), checked as a WRMSR would be. */
+int msr_restore(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v);
 
 void vpmu_logf(const struct vpmu_vcpu *vcpu, enum vpmu_log_level level, const char *fmt, ...)
 	VPMU_PRINTF(3, 4);

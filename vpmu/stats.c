@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "abi.h"
 #include "bits.h"
 #include "pmu.h"
 
@@ -17,7 +18,7 @@ static void counter_stats(struct vpmu_vcpu *vcpu, unsigned int ctr, unsigned int
 	const struct vpmu_hw *hw = counter_hw(vcpu, ctr);
 	bool fixed = ctr >= 32;
 
-	/* a wrap found here is handled by the caller's next apply() */
+	/* a wrap found here is only queued: the next apply() handles it */
 	if (vcpu->backend->cheap_read)
 		counter_fold(vcpu, ctr);
 	cs->config = fixed ? (vcpu->fixed_ctrl >> (4 * (ctr - 32))) & 0xf : vcpu->gp[ctr].evtsel;
@@ -104,17 +105,26 @@ int stats_read_attempt(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret,
 	return 0;
 }
 
-int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret)
+int vpmu_stats_read_sized(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret, size_t size)
 {
-	if (!vcpu || !ret)
+	struct vpmu_stats full;
+
+	if (!vcpu || !ret || size < STATS_SIZE_V01)
 		return -EINVAL;
-	while (stats_read_attempt(vcpu, ret, NULL, NULL) == -EAGAIN)
+	while (stats_read_attempt(vcpu, &full, NULL, NULL) == -EAGAIN)
 		;
+	abi_copy_out(ret, size, &full, sizeof(full));
 	return 0;
+}
+
+int(vpmu_stats_read)(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret)
+{
+	return vpmu_stats_read_sized(vcpu, ret, STATS_SIZE_V01);
 }
 
 void vpmu_pmi_delivered(struct vpmu_vcpu *vcpu)
 {
+	vcpu->pmi_outstanding = false;
 	vcpu->stats.pmis_delivered++;
 	stats_publish(vcpu);
 }

@@ -7,8 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
 #include "bits.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "pmu.h"
 
 VPMU_PRINTF(5, 0)
@@ -88,29 +89,144 @@ static void cfg_logf(const struct vpmu_config *cfg, enum vpmu_log_level level, c
 	va_end(ap);
 }
 
-void vpmu_config_init(struct vpmu_config *cfg)
+void vpmu_config_init_sized(struct vpmu_config *cfg, size_t size, size_t regs_size)
 {
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->size = sizeof(*cfg);
-	cfg->model = "Skylake-Server";
-	cfg->version = -1;
-	cfg->nr_gp = -1;
-	cfg->nr_fixed = -1;
-	cfg->log_level = VPMU_LOG_INFO;
-	cfg->signo = SIGRTMIN + 4;
+	struct vpmu_config c;
+
+	memset(&c, 0, sizeof(c));
+	c.size = size;
+	c.model = "Skylake-Server";
+	c.version = -1;
+	c.nr_gp = -1;
+	c.nr_fixed = -1;
+	c.log_level = VPMU_LOG_INFO;
+	c.signo = SIGRTMIN + 4;
+	c.regs_size = regs_size;
+	abi_copy_out(cfg, size, &c, sizeof(c));
+}
+
+void(vpmu_config_init)(struct vpmu_config *cfg)
+{
+	vpmu_config_init_sized(cfg, CONFIG_SIZE_V01, REGS_SIZE_V01);
+}
+
+/* The config's size and regs_size: what this library may read and the callback may write. */
+static int config_sizes(const struct vpmu_config *cfg, size_t *ret_regs_size)
+{
+	size_t regs_size = REGS_SIZE_V01;
+
+	if (cfg->size < CONFIG_SIZE_MIN)
+		return -EINVAL;
+	if (cfg->size > sizeof(*cfg) && !abi_tail_is_zero(cfg, sizeof(*cfg), cfg->size)) {
+		cfg_logf(cfg, VPMU_LOG_ERR,
+			 "struct vpmu_config has fields set past the %zu bytes this libvpmu knows: "
+			 "it needs a newer libvpmu",
+			 sizeof(*cfg));
+		return -E2BIG;
+	}
+	if (ABI_HAS(struct vpmu_config, cfg->size, regs_size))
+		regs_size = cfg->regs_size;
+	if (regs_size < REGS_SIZE_V01 || regs_size > REGS_SIZE_MAX) {
+		cfg_logf(cfg, VPMU_LOG_ERR,
+			 "regs_size %zu: set it to sizeof(struct vpmu_guest_regs) "
+			 "(vpmu_config_init does)",
+			 regs_size);
+		return -EINVAL;
+	}
+	*ret_regs_size = regs_size;
+	return 0;
+}
+
+static const struct vpmu_backend_ops *backend_of(enum vpmu_backend b)
+{
+	switch (b) {
+	case VPMU_BACKEND_NONE:
+		return &vpmu_backend_none;
+	case VPMU_BACKEND_EXACT:
+		return &vpmu_backend_exact;
+	case VPMU_BACKEND_TIME:
+		return &vpmu_backend_time;
+	case VPMU_BACKEND_PERF:
+		return &vpmu_backend_perf;
+	}
+	return NULL;
+}
+
+/* The narrowed model, its masks and MSR table, and the guest's linear-address width. */
+static int vcpu_model(struct vpmu_vcpu *vcpu, const struct vpmu_model *base,
+		      const struct vpmu_config *cfg)
+{
+	const char *why = NULL;
+	int r = model_narrow(base, cfg, &vcpu->model, &why);
+
+	if (r < 0) {
+		cfg_logf(cfg, VPMU_LOG_ERR, "model %s: %s", base->name, why);
+		return r;
+	}
+	if (ABI_HAS(struct vpmu_config, cfg->size, linear_bits) && cfg->linear_bits) {
+		if (cfg->linear_bits != 48 && cfg->linear_bits != 57) {
+			cfg_logf(cfg, VPMU_LOG_ERR, "linear_bits %d: use 48, 57 or 0 (the model's)",
+				 cfg->linear_bits);
+			return -EINVAL;
+		}
+		vcpu->model.linear_bits = (uint8_t) cfg->linear_bits;
+	}
+	if (ABI_HAS(struct vpmu_config, cfg->size, tsx) && cfg->tsx && vpmu_host_tsx())
+		vcpu->model.features |= MODEL_F_TSX;
+	model_derive(&vcpu->model, &vcpu->mask);
+	msr_counts_init(vcpu);
+	return 0;
+}
+
+/* Callbacks, filter and signal: fields that older configs may not have. */
+static void vcpu_callbacks(struct vpmu_vcpu *vcpu, const struct vpmu_config *cfg)
+{
+	vcpu->log = cfg->log;
+	vcpu->log_data = cfg->log_data;
+	vcpu->log_level = cfg->log_level;
+	vcpu->pmi = cfg->pmi;
+	vcpu->pmi_data = cfg->pmi_data;
+	vcpu->regs = cfg->regs;
+	vcpu->regs_data = cfg->regs_data;
+	if (ABI_HAS(struct vpmu_config, cfg->size, filter))
+		vcpu->filter = cfg->filter;
+	vcpu->signo = SIGRTMIN + 4;
+	if (ABI_HAS(struct vpmu_config, cfg->size, signo))
+		vcpu->signo = cfg->signo;
+}
+
+static int vcpu_backend(struct vpmu_vcpu *vcpu, const struct vpmu_config *cfg)
+{
+	int r;
+
+	vcpu->backend = backend_of(cfg->backend);
+	if (!vcpu->backend) {
+		cfg_logf(cfg, VPMU_LOG_ERR, "unknown host-counter backend %d", (int) cfg->backend);
+		return -EINVAL;
+	}
+	r = vcpu->backend->init(vcpu, &vcpu->backend_state);
+	if (r < 0) {
+		cfg_logf(cfg, VPMU_LOG_ERR, "backend %s: cannot start (%d)", vcpu->backend->name,
+			 r);
+		vcpu->backend = NULL;
+		return r;
+	}
+	vcpu->unavailable_events = counters_unavailable_events(vcpu);
+	return 0;
 }
 
 int vpmu_vcpu_new(const struct vpmu_config *cfg, struct vpmu_vcpu **ret_vcpu)
 {
 	const struct vpmu_model *base;
 	struct vpmu_vcpu *vcpu;
-	const char *why = NULL;
+	size_t regs_size;
 	int r;
 
-	/* configs from before `filter` was added stay valid (the default policy) */
-	if (!cfg || !ret_vcpu || cfg->size < offsetof(struct vpmu_config, filter) ||
-	    cfg->size > sizeof(*cfg))
+	if (!cfg || !ret_vcpu)
 		return -EINVAL;
+	r = config_sizes(cfg, &regs_size);
+	if (r < 0)
+		return r;
 	base = model_lookup(cfg->model);
 	if (!base) {
 		cfg_logf(cfg, VPMU_LOG_ERR, "unknown guest CPU model '%s'",
@@ -120,67 +236,20 @@ int vpmu_vcpu_new(const struct vpmu_config *cfg, struct vpmu_vcpu **ret_vcpu)
 	vcpu = calloc(1, sizeof(*vcpu));
 	if (!vcpu)
 		return -ENOMEM;
-	r = model_narrow(base, cfg, &vcpu->model, &why);
+	/* what the regs callback writes: the VMM's struct, which may be the larger one */
+	vcpu->regs_buf_size = regs_size > sizeof(struct vpmu_guest_regs)
+				      ? regs_size
+				      : sizeof(struct vpmu_guest_regs);
+	vcpu->regs_buf = calloc(1, vcpu->regs_buf_size);
+	r = vcpu->regs_buf ? vcpu_model(vcpu, base, cfg) : -ENOMEM;
+	if (r >= 0) {
+		vcpu_callbacks(vcpu, cfg);
+		r = vcpu_backend(vcpu, cfg);
+	}
 	if (r < 0) {
-		cfg_logf(cfg, VPMU_LOG_ERR, "model %s: %s", base->name, why);
-		free(vcpu);
+		vpmu_vcpu_free(vcpu);
 		return r;
 	}
-	if (cfg->size >= offsetof(struct vpmu_config, linear_bits) + sizeof(cfg->linear_bits) &&
-	    cfg->linear_bits) {
-		if (cfg->linear_bits != 48 && cfg->linear_bits != 57) {
-			cfg_logf(cfg, VPMU_LOG_ERR, "linear_bits %d: use 48, 57 or 0 (the model's)",
-				 cfg->linear_bits);
-			free(vcpu);
-			return -EINVAL;
-		}
-		vcpu->model.linear_bits = (uint8_t) cfg->linear_bits;
-	}
-	if (cfg->size >= offsetof(struct vpmu_config, tsx) + sizeof(cfg->tsx) && cfg->tsx &&
-	    vpmu_host_tsx())
-		vcpu->model.features |= MODEL_F_TSX;
-	model_derive(&vcpu->model, &vcpu->mask);
-	msr_counts_init(vcpu);
-	vcpu->log = cfg->log;
-	vcpu->log_data = cfg->log_data;
-	vcpu->log_level = cfg->log_level;
-	vcpu->pmi = cfg->pmi;
-	vcpu->pmi_data = cfg->pmi_data;
-	vcpu->regs = cfg->regs;
-	vcpu->regs_data = cfg->regs_data;
-	if (cfg->size >= offsetof(struct vpmu_config, filter) + sizeof(cfg->filter))
-		vcpu->filter = cfg->filter;
-
-	vcpu->signo = SIGRTMIN + 4;
-	if (cfg->size >= offsetof(struct vpmu_config, signo) + sizeof(cfg->signo))
-		vcpu->signo = cfg->signo;
-
-	switch (cfg->backend) {
-	case VPMU_BACKEND_NONE:
-		vcpu->backend = &vpmu_backend_none;
-		break;
-	case VPMU_BACKEND_EXACT:
-		vcpu->backend = &vpmu_backend_exact;
-		break;
-	case VPMU_BACKEND_TIME:
-		vcpu->backend = &vpmu_backend_time;
-		break;
-	case VPMU_BACKEND_PERF:
-		vcpu->backend = &vpmu_backend_perf;
-		break;
-	default:
-		cfg_logf(cfg, VPMU_LOG_ERR, "unknown host-counter backend %d", (int) cfg->backend);
-		free(vcpu);
-		return -EINVAL;
-	}
-	r = vcpu->backend->init(vcpu, &vcpu->backend_state);
-	if (r < 0) {
-		cfg_logf(cfg, VPMU_LOG_ERR, "backend %s: cannot start (%d)", vcpu->backend->name,
-			 r);
-		free(vcpu);
-		return r;
-	}
-	vcpu->unavailable_events = counters_unavailable_events(vcpu);
 	vcpu->stats.version = VPMU_STATS_VERSION;
 	snprintf(vcpu->stats.model, sizeof(vcpu->stats.model), "%s", vcpu->model.name);
 	snprintf(vcpu->stats.backend, sizeof(vcpu->stats.backend), "%s", vcpu->backend->name);
@@ -194,8 +263,10 @@ void vpmu_vcpu_free(struct vpmu_vcpu *vcpu)
 {
 	if (!vcpu)
 		return;
-	vcpu->backend->fini(vcpu->backend_state);
+	if (vcpu->backend)
+		vcpu->backend->fini(vcpu->backend_state);
 	free(vcpu->mem_regions);
+	free(vcpu->regs_buf);
 	free(vcpu);
 }
 
@@ -209,7 +280,7 @@ void vpmu_vcpu_reset(struct vpmu_vcpu *vcpu, enum vpmu_reset_kind kind)
 	if (kind == VPMU_RESET_INIT) {
 		/*
 		 * INIT leaves MSRs alone but disables the DS mechanism
-		 * (SDM §20.4.9 notes, seed 004): BTS/TR and PEBS off.
+		 * (SDM Vol. 3B 20.4.9, notes): BTS/TR and PEBS off.
 		 */
 		vcpu->debugctl &= ~(DEBUGCTLMSR_TR | DEBUGCTLMSR_BTS | DEBUGCTLMSR_BTINT);
 		vcpu->pebs_enable = 0;
@@ -229,6 +300,7 @@ void vpmu_vcpu_reset(struct vpmu_vcpu *vcpu, enum vpmu_reset_kind kind)
 	vcpu->global_ctrl = vcpu->model.version >= 2 ? vcpu->mask.gp : 0;
 	vcpu->global_status = 0;
 	vcpu->pebs_pending = 0;
+	vcpu->pmi_due = vcpu->pmi_outstanding = vcpu->pmi_restore = false;
 	vcpu->perf_metrics = 0;
 	vcpu->debugctl = 0;
 	vcpu->pebs_enable = 0;

@@ -15,6 +15,7 @@
  * 22.9.2 (adaptive PEBS, Tables 22-96 and 22-99).
  */
 #include "guest.h"
+#include "vpmu/pebs.h"
 
 #define PMI_VECTOR 0xf0
 
@@ -47,12 +48,6 @@ _Static_assert(V_RBX == V_RAX0 + LOOPS, "RBX ends the loop");
 _Static_assert(OVF_AT == 164 && AFTER == 155, "instruction arithmetic");
 
 /* DS save area, 64-bit layout (Fig 20-8; fixed reset slots at 80H for format 4) */
-#define DS_PEBS_BASE	  (0x20 / 8)
-#define DS_PEBS_INDEX	  (0x28 / 8)
-#define DS_PEBS_ABS_MAX	  (0x30 / 8)
-#define DS_PEBS_THRESHOLD (0x38 / 8)
-#define DS_GP_RESET(n)	  (0x40 / 8 + (n))
-#define DS_FIXED_RESET(n) (0x80 / 8 + (n))
 
 /* Format 3 (Fig 20-10 and its PEBS_FMT 3 extension) */
 #define F3_RFLAGS      0x00
@@ -135,7 +130,7 @@ static void on_pmi(struct frame *f)
 {
 	pmis++;
 	pmi_rip = f->rip;
-	pmi_index = ds_area[DS_PEBS_INDEX];
+	pmi_index = ds_area[DS_PEBS_INDEX / 8];
 	pmi_status = rdmsr(MSR_CORE_PERF_GLOBAL_STATUS);
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
 	wrmsr(MSR_CORE_PERF_GLOBAL_OVF_CTRL, pmi_status);
@@ -157,10 +152,10 @@ static void ds_setup(uint64_t thresh)
 		*(volatile uint64_t *) (pebs_buf + i) = FILL;
 	for (unsigned int i = 0; i < 32; i++)
 		ds_area[i] = 0;
-	ds_area[DS_PEBS_BASE] = base;
-	ds_area[DS_PEBS_INDEX] = base;
-	ds_area[DS_PEBS_ABS_MAX] = base + sizeof(pebs_buf);
-	ds_area[DS_PEBS_THRESHOLD] = base + thresh;
+	ds_area[DS_PEBS_BASE / 8] = base;
+	ds_area[DS_PEBS_INDEX / 8] = base;
+	ds_area[DS_PEBS_ABS_MAX / 8] = base + sizeof(pebs_buf);
+	ds_area[DS_PEBS_THRESHOLD / 8] = base + thresh;
 	wrmsr(MSR_IA32_DS_AREA, (uint64_t) ds_area);
 }
 
@@ -182,7 +177,7 @@ static void quiesce(void)
 static void arm_gp(unsigned int ctr, uint64_t event, uint64_t reset)
 {
 	wrmsr(MSR_IA32_PMC0_FULL + ctr, (0 - (uint64_t) OVF_AT) & gp_mask);
-	ds_area[DS_GP_RESET(ctr)] = reset & gp_mask;
+	ds_area[DS_PEBS_GP_RESET(ctr) / 8] = reset & gp_mask;
 	wrmsr(MSR_IA32_PERFEVTSEL0 + ctr, event | EVTSEL_USR | EVTSEL_OS | EVTSEL_INT | EVTSEL_EN);
 }
 
@@ -211,13 +206,6 @@ static const char *const gpr_names[16] = {
 	"R8",  "R9",  "R10", "R11", "R12", "R13", "R14", "R15",
 };
 
-/* Where format 3 keeps each register, in register-number order (legacy RAX RBX RCX RDX RSI RDI RBP
- * RSP) */
-static const uint8_t f3_gpr_off[16] = {
-	0x10, 0x20, 0x28, 0x18, 0x48, 0x40, 0x30, 0x38,
-	0x50, 0x58, 0x60, 0x68, 0x70, 0x78, 0x80, 0x88,
-};
-
 static void check_gprs(uint64_t rec)
 {
 	const uint64_t want[16] = {
@@ -241,7 +229,7 @@ static void check_gprs(uint64_t rec)
 	uint64_t base = fmt == 3 ? 0 : A_GPRS;
 
 	for (unsigned int r = 0; r < 16; r++) {
-		uint64_t off = rec + (fmt == 3 ? f3_gpr_off[r] : base + 0x10 + 8 * r);
+		uint64_t off = rec + (fmt == 3 ? pebs3_gpr_offset(r) : base + 0x10 + 8 * r);
 		uint64_t got = rec64(off);
 
 		report(got == want[r], "%s at +%lx: %lx (want %lx)", gpr_names[r], off - rec, got,
@@ -275,7 +263,7 @@ static void check_basic(uint64_t rec, uint64_t applicable)
 
 static void check_index(uint64_t size)
 {
-	uint64_t adv = ds_area[DS_PEBS_INDEX] - (uint64_t) pebs_buf;
+	uint64_t adv = ds_area[DS_PEBS_INDEX / 8] - (uint64_t) pebs_buf;
 
 	report(adv == size, "PEBS index advanced by one record: %lu bytes (want %lu)", adv, size);
 	report(rec64(size) == FILL, "nothing written past the record");
@@ -391,7 +379,7 @@ static void fixed0(void)
 	ds_setup(sizeof(pebs_buf));
 	wrmsr(MSR_PEBS_DATA_CFG, DATA_CFG_GPRS);
 	wrmsr(MSR_CORE_PERF_FIXED_CTR0, (0 - (uint64_t) OVF_AT) & fixed_mask);
-	ds_area[DS_FIXED_RESET(0)] = reset & fixed_mask;
+	ds_area[DS_PEBS_FIXED_RESET(fmt, 0) / 8] = reset & fixed_mask;
 	/* OS + USR + PMI, Adaptive_Record (bit 32) */
 	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, 0xb | (1ull << 32));
 	wrmsr(MSR_IA32_PEBS_ENABLE, 1ull << 32);

@@ -14,6 +14,9 @@
  * - A memory access through a non-canonical address is #GP(0), #SS(0)
  *   when it goes through the stack segment (RSP or RBP based): SDM Vol.
  *   3A 6.15, interrupts 12 and 13.
+ * - The xAPIC page mapped at another linear address (as Linux's fixmap
+ *   does) reads the same registers as at its physical address (SDM Vol.
+ *   3A 11.4.1: the APIC is reached by physical address, whatever maps it).
  */
 #include "guest.h"
 
@@ -147,6 +150,27 @@ static void noncanonical_access(void)
 	set_handler(13, 0);
 }
 
+#define VA_APIC 0x40100000ull
+
+static void apic_elsewhere(void)
+{
+	volatile uint32_t *ident = (volatile uint32_t *) XAPIC_BASE, *alias;
+	uint32_t lvr, svr;
+
+	xapic_enable();
+	map_page(VA_APIC, XAPIC_BASE, PTE_W | PTE_PCD);
+	alias = (volatile uint32_t *) VA_APIC;
+	lvr = ident[0x30 / 4];
+	report((lvr & 0xff) >= 0x10 && alias[0x30 / 4] == lvr,
+	       "APIC version register at %llx reads as at FEE00030H (%x, %x)", VA_APIC + 0x30,
+	       alias[0x30 / 4], lvr);
+	svr = alias[0xf0 / 4];
+	alias[0xf0 / 4] = svr ^ 0x0f; /* the spurious vector's low bits are writable */
+	report(ident[0xf0 / 4] == (svr ^ 0x0f), "a write through it reaches the APIC (SVR %x)",
+	       ident[0xf0 / 4]);
+	alias[0xf0 / 4] = svr;
+}
+
 int main(uint64_t arg)
 {
 	report_prefix("cpu: ");
@@ -154,5 +178,6 @@ int main(uint64_t arg)
 	canonical_msrs();
 	machine_check();
 	noncanonical_access();
+	apic_elsewhere();
 	return report_summary();
 }

@@ -40,7 +40,7 @@
  * at least CMask events, Inv inverts that compare and is ignored when
  * CMask is 0 (22.6.8.1); E counts 0->1 transitions. A counter counts
  * only with its EN (or FIXED_CTR_CTRL ring bits) and its GLOBAL_CTRL
- * bit both set (21.2.2, not in the seeds).
+ * bit both set (SDM Vol. 3B 21.2.2).
  */
 #include "guest.h"
 
@@ -435,8 +435,8 @@ static void ring3_counts(uint32_t n)
 }
 
 /*
- * EN and GLOBAL_CTRL: a counter counts only with both (SDM Vol. 3B 21.2.2,
- * not in the seeds); a fixed counter's enable is its FIXED_CTR_CTRL ring
+ * EN and GLOBAL_CTRL: a counter counts only with both (SDM Vol. 3B
+ * 21.2.2); a fixed counter's enable is its FIXED_CTR_CTRL ring
  * field; an EN counter with neither USR nor OS counts at no CPL.
  */
 static void enables(uint32_t n)

@@ -48,9 +48,9 @@
  *    deprecation, DS/DTES64, PERF_CAPABILITIES, MISC_ENABLE bits
  *    7/11/12, the 15H crystal and ratio, 23H sub-leaves 0, 1 and 5.
  *
- * Sources: CHECKLIST.md sections as cited. The 0AH/23H layouts are
- * [NOT IN SEEDS] (CHECKLIST §A, §I): SDM Vol. 2A CPUID as Linux reads it
- * (union cpuid10_*, cpuid35_*, update_pmu_cap()).
+ * Sources: the SDM sections cited. The 0AH/23H layouts are SDM Vol. 2A
+ * CPUID (leaves 0AH, 23H) as Linux reads them (union cpuid10_*,
+ * cpuid35_*, update_pmu_cap()).
  */
 #include "guest.h"
 
@@ -63,13 +63,13 @@
 #define MSR_PERF_METRICS		0x329
 #define MSR_CORE_PERF_GLOBAL_STATUS_SET 0x391
 #define MSR_CORE_PERF_GLOBAL_INUSE	0x392
-#define MSR_IA32_PEBS_BASE		0x3f4 /* architectural PEBS [NOT IN SEEDS] */
+#define MSR_IA32_PEBS_BASE		0x3f4 /* architectural PEBS, SDM Vol. 4 Table 2-2 */
 #define MSR_IA32_PEBS_INDEX		0x3f5
 #define MSR_LBR_INFO_0			0xdc0
-#define MSR_PMC_GP_CFG_C(i)		(0x1903 + 4 * (i)) /* [NOT IN SEEDS], Linux */
+#define MSR_PMC_GP_CFG_C(i)		(0x1903 + 4 * (i)) /* SDM Vol. 3B 22.10.2, as Linux numbers them */
 #define MSR_PMC_FX_CFG_C(i)		(0x1983 + 4 * (i))
 
-/* CPUID.01H [CHECKLIST §A] */
+/* CPUID.01H, SDM Vol. 2A CPUID */
 #define CPUID1_ECX_DTES64 BIT(2)
 #define CPUID1_ECX_DS_CPL BIT(4)
 #define CPUID1_ECX_PDCM	  BIT(15)
@@ -85,12 +85,12 @@
 /* CPUID.23H.4:EBX is CFG_C bits 63:32; bit 38 = the metrics group */
 #define CPUID23_4_EBX_METRICS BIT(38 - 32)
 
-/* IA32_MISC_ENABLE [CHECKLIST B.9] */
+/* IA32_MISC_ENABLE, SDM Vol. 3B 22.6.2.4 Table 22-89, 22.10.1.2 */
 #define MISC_EMON_AVAILABLE   BIT(7)
 #define MISC_BTS_UNAVAILABLE  BIT(11)
 #define MISC_PEBS_UNAVAILABLE BIT(12)
 
-/* IA32_PERF_CAPABILITIES [CHECKLIST B.8, §22.8] */
+/* IA32_PERF_CAPABILITIES, SDM Vol. 3B 22.8, Figure 22-67 */
 #define CAP_LBR_FMT(c)		((c) &0x3f)
 #define CAP_PEBS_TRAP		BIT(6)
 #define CAP_ARCH_REG		BIT(7)
@@ -111,13 +111,13 @@
 #define FIXED_OS_USR(i)		  (3ull << 4 * (i))
 #define GLOBAL_FIXED(i)		  BIT(32 + (i))
 #define RDPMC_FIXED		  (1u << 30)
-#define RDPMC_METRICS		  (1u << 29) /* [NOT IN SEEDS], Linux */
+#define RDPMC_METRICS		  (1u << 29) /* SDM Vol. 2B RDPMC, as Linux uses it */
 #define EV_REF_XCLK		  0x013c     /* architectural event 2 */
 #define EV_TOPDOWN_SLOTS	  7	     /* its 0AH.EBX / 23H.3 bit */
 
 /*
  * How far to probe for counters that should not be there: PERFEVTSEL
- * 0x186-0x18F (10 GP, 2026 text, CHECKLIST B.1), fixed 0x309-0x30F.
+ * 0x186-0x18F (10 GP, SDM Vol. 3B 22.6.8.1, 2026 text), fixed 0x309-0x30F.
  */
 #define GP_PROBE    10
 #define FIXED_PROBE 7
@@ -210,7 +210,7 @@ static void read_enumeration(void)
 	       misc, emulator ? "the vpmu emulator" : "not the vpmu emulator");
 }
 
-/* CPUID.0AH on its own [CHECKLIST §A, NOT IN SEEDS layout] */
+/* CPUID.0AH on its own (SDM Vol. 2A CPUID leaf 0AH) */
 static void check_leaf_0a(void)
 {
 	report_prefix("enum: 0AH: ");
@@ -302,7 +302,8 @@ static void check_counters(void)
 	else
 		report_skip("RDPMC faults even for GP 0 (KVM without a host PMU): not matched");
 
-	/* v2 brought the global registers, v4 GLOBAL_STATUS_SET and GLOBAL_INUSE (CHECKLIST B.2) */
+	/* v2 brought the global registers, v4 GLOBAL_STATUS_SET and GLOBAL_INUSE (Vol. 3B 22.6.2.2)
+	 */
 	report(msr_exists(MSR_CORE_PERF_FIXED_CTR_CTRL) == (version >= 2) &&
 		       msr_exists(MSR_CORE_PERF_GLOBAL_STATUS) == (version >= 2) &&
 		       msr_exists(MSR_CORE_PERF_GLOBAL_CTRL) == (version >= 2) &&
@@ -361,7 +362,7 @@ static void check_widths(void)
 	report(!bad_fixed, "fixed counters hold %u bits", fixed_width);
 }
 
-/* CPUID.01H and IA32_MISC_ENABLE against the MSRs [CHECKLIST §A, B.4, B.9] */
+/* CPUID.01H and IA32_MISC_ENABLE against the MSRs (Vol. 2A CPUID; Vol. 3B 20.4.9, Table 22-89) */
 static void check_leaf_01(void)
 {
 	bool ds = l1.d & CPUID1_EDX_DS;
@@ -396,7 +397,7 @@ static void check_leaf_01(void)
 	}
 }
 
-/* IA32_PERF_CAPABILITIES fields against CPUID and the MSRs [CHECKLIST B.8, §22.8] */
+/* IA32_PERF_CAPABILITIES fields against CPUID and the MSRs (SDM Vol. 3B 22.8) */
 static void check_perf_cap(void)
 {
 	bool arch_pebs = has_23 && (l23[0].a & CPUID23_EAX_ARCH_PEBS);
@@ -411,7 +412,7 @@ static void check_perf_cap(void)
 	}
 	report(pebs_fmt <= 6 || pebs_fmt == PEBS_FMT_ARCH,
 	       "PEBS_FMT %x is a defined code "
-	       "(0000B-0110B or 1111B, CHECKLIST C.3)",
+	       "(0000B-0110B or 1111B, SDM Vol. 3B 22.6.2.4.2)",
 	       pebs_fmt);
 	if (pebs_fmt >= 1 && pebs_fmt <= 6 && !(misc & MISC_PEBS_UNAVAILABLE))
 		report(cap & CAP_ARCH_REG, "legacy PEBS records hold the registers (ARCH_REG)");
@@ -469,7 +470,7 @@ static void check_perf_cap(void)
 	report(v == !!(cap & CAP_SMM_FREEZE), "FREEZE_WHILE_SMM %u: DEBUGCTL bit 14 %s",
 	       !!(cap & CAP_SMM_FREEZE), v ? "sets" : "#GPs");
 
-	/* LBR format 000101B: TOS and LBR_INFO (Table 20-16, CHECKLIST E.3) */
+	/* LBR format 000101B: TOS and LBR_INFO (SDM Vol. 3B 20.4.8.1, Table 20-16) */
 	if (CAP_LBR_FMT(cap) == 5)
 		report(msr_exists(MSR_LBR_TOS) && msr_exists(MSR_LBR_INFO_0),
 		       "LBR_FMT 5: MSR_LBR_TOS and MSR_LBR_INFO_0 exist");
@@ -523,7 +524,7 @@ static void check_evtsel_bits(void)
 	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, 0);
 }
 
-/* CPUID.23H: sub-leaves against each other, 0AH and the MSRs [CHECKLIST §A, §22.10.1] */
+/* CPUID.23H: sub-leaves against each other, 0AH and the MSRs (Vol. 2A CPUID; Vol. 3B 22.10.1) */
 static void check_leaf_23(void)
 {
 	uint32_t valid = l23[0].a, fixed = 0;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Last branch records (seed 004: SDM Vol. 3B 20.4.8, 20.9-20.12):
+ * Last branch records (SDM Vol. 3B 20.4.8, 20.9-20.12):
  *  - models with LBRs (LBR format 5: FROM/TO + LBR_INFO, 32 entries on
  *    06_55H and 06_6AH): a known branch sequence (rel/indirect jmp and
  *    call, ret, taken Jcc, not-taken Jcc) read back from TOS downwards,

@@ -24,8 +24,8 @@
  *    what RDMSR reads; the fast-read bit 31 and indexes past the last
  *    counter #GP.
  *
- * Sources: CHECKLIST.md sections as cited; "[NOT IN SEEDS]" marks what
- * the seeds leave out (CHECKLIST §I) and where the rule comes from.
+ * Sources: the SDM sections cited (Vol. 3B chapters 20-22, Vol. 2 for
+ * CPUID, RDPMC and WRMSR, Vol. 4 for MSR reset values).
  */
 #include "guest.h"
 
@@ -36,23 +36,24 @@
 #define BIT(n)	      ((uint64_t) 1 << (n))
 #define GENMASK(h, l) ((~(uint64_t) 0 >> (63 - (h))) & (~(uint64_t) 0 << (l)))
 
-/* IA32_PERFEVTSELx [seed §22.6.8.1; 21, 32, 33, 36, 47:40 NOT IN SEEDS] */
+/* IA32_PERFEVTSELx: SDM Vol. 3B 22.6.8.1; 21, 32, 33, 36, 47:40 per Vol. 3B 21.2 */
 #define EVTSEL_ANY     BIT(21)
 #define EVTSEL_IN_TX   BIT(32)
 #define EVTSEL_IN_TXCP BIT(33)
 #define EVTSEL_EQ      BIT(36)
 #define EVTSEL_UMASK2  GENMASK(47, 40)
 
-/* IA32_FIXED_CTR_CTRL nibble [CHECKLIST B.1, Fig 22-45]; adaptive at 32 + 4i as Linux has it */
+/* IA32_FIXED_CTR_CTRL nibble (SDM Vol. 3B 22.6.2.1, Figure 22-45); adaptive at 32 + 4i as Linux has
+ * it */
 #define FIXED_OS(i)	  BIT(4 * (i))
 #define FIXED_USR(i)	  BIT(4 * (i) + 1)
 #define FIXED_ANY(i)	  BIT(4 * (i) + 2)
 #define FIXED_PMI(i)	  BIT(4 * (i) + 3)
 #define FIXED_ADAPTIVE(i) BIT(32 + 4 * (i))
 
-#define GLOBAL_EN_PERF_METRICS BIT(48) /* NOT IN SEEDS: SDM Vol. 3B §21.3.9.3 */
+#define GLOBAL_EN_PERF_METRICS BIT(48) /* SDM Vol. 3B §21.3.9.3 */
 
-/* IA32_DEBUGCTL [CHECKLIST E.1, Fig 20-3] */
+/* IA32_DEBUGCTL, SDM Vol. 3B 20.4.1, Figure 20-3 */
 #define DEBUGCTL_LBR		  BIT(0)
 #define DEBUGCTL_BTF		  BIT(1)
 #define DEBUGCTL_BLD		  BIT(2)
@@ -60,7 +61,7 @@
 #define DEBUGCTL_FREEZE_WHILE_SMM BIT(14)
 #define DEBUGCTL_RTM		  BIT(15)
 
-/* IA32_PERF_CAPABILITIES [CHECKLIST B.8] */
+/* IA32_PERF_CAPABILITIES, SDM Vol. 3B 22.8, Figure 22-67 */
 #define PERF_CAP_LBR_FMT	0x3ful
 #define PERF_CAP_SMM_FREEZE	BIT(12)
 #define PERF_CAP_FW_WRITE	BIT(13)
@@ -85,7 +86,7 @@ static uint64_t lowmask(unsigned int n)
 	return n >= 64 ? ~0ull : BIT(n) - 1;
 }
 
-/* GLOBAL_CTRL/STATUS layout: GP i at bit i, fixed i at bit 32 + i [CHECKLIST B.2] */
+/* GLOBAL_CTRL/STATUS layout: GP i at bit i, fixed i at bit 32 + i (SDM Vol. 3B 22.6.2.2) */
 static uint64_t counters_bits(void)
 {
 	return gp_en | (uint64_t) fixed_map << 32;
@@ -143,7 +144,7 @@ static void enumerate(void)
 	struct cpuid_regs a = cpuid_regs(0xa, 0), one = cpuid_regs(1, 0), seven = { 0 };
 	uint32_t max = cpuid_regs(0, 0).a;
 
-	/* CPUID.0AH layout [NOT IN SEEDS, CHECKLIST §A] */
+	/* CPUID.0AH layout, SDM Vol. 2A CPUID */
 	version = a.a & 0xff;
 	nr_gp = a.a >> 8 & 0xff;
 	gp_width = a.a >> 16 & 0xff;
@@ -155,14 +156,14 @@ static void enumerate(void)
 	gp_mask = lowmask(gp_width);
 	fixed_mask = lowmask(fixed_width);
 	any_deprecated = version >= 5 && (a.d & BIT(15));
-	/* PDCM: PERF_CAPABILITIES exists [CHECKLIST §A] */
+	/* PDCM: PERF_CAPABILITIES exists (SDM Vol. 3B 22.8.1) */
 	perf_cap = (one.c & BIT(15)) ? rdmsr(MSR_IA32_PERF_CAPABILITIES) : 0;
 	pebs_fmt = PERF_CAP_PEBS_FORMAT(perf_cap);
 	metrics = perf_cap & PERF_CAP_PERF_METRICS;
 	has_ds = one.d & BIT(21);
 	if (max >= 7)
 		seven = cpuid_regs(7, 0);
-	/* CPUID.07H: EBX[4] HLE, EBX[11] RTM, ECX[24] BUS_LOCK_DETECT [NOT IN SEEDS] */
+	/* CPUID.07H: EBX[4] HLE, EBX[11] RTM, ECX[24] BUS_LOCK_DETECT (SDM Vol. 2A CPUID) */
 	has_tsx = seven.b & (BIT(4) | BIT(11));
 	has_rtm = seven.b & BIT(11);
 	has_bld = seven.c & BIT(24);
@@ -175,10 +176,10 @@ static void enumerate(void)
 	la_bits = 48;
 	if (cpuid_regs(0x80000000, 0).a >= 0x80000008)
 		la_bits = cpuid_regs(0x80000008, 0).a >> 8 & 0xff;
-	/* Legacy PEBS: DS, MISC_ENABLE.PEBS_UNAVAILABLE = 0, PEBS_FMT not 0xF [CHECKLIST B.9, B.8]
+	/* Legacy PEBS: DS, MISC_ENABLE.PEBS_UNAVAILABLE = 0, PEBS_FMT not 0xF (Table 22-89, 22.8)
 	 */
 	legacy_pebs = has_ds && !(rdmsr(MSR_IA32_MISC_ENABLE) & BIT(12)) && pebs_fmt != 0xf;
-	/* Adaptive PEBS: rely on it only with BASELINE and PEBS_FMT >= 4 [CHECKLIST B.8] */
+	/* Adaptive PEBS: rely on it only with BASELINE and PEBS_FMT >= 4 (SDM Vol. 3B 22.8) */
 	adaptive = legacy_pebs && (perf_cap & PERF_CAP_PEBS_BASELINE) && pebs_fmt >= 4;
 }
 
@@ -188,13 +189,13 @@ static void check_reset(void)
 	uint64_t bad = 0, v;
 
 	report_prefix("msr: reset: ");
-	/* IA32_PERFEVTSELx: reset 0 [CHECKLIST B.1, Fig 22-70] */
+	/* IA32_PERFEVTSELx: reset 0 (SDM Vol. 3B 22.6.8.1, Figure 22-70) */
 	for (unsigned int i = 0; i < nr_gp; i++)
 		if (rdmsr(MSR_IA32_PERFEVTSEL0 + i))
 			bad |= BIT(i);
 	report(!bad, "PERFEVTSEL0..%u read 0 (not: %lx)", nr_gp - 1, bad);
 	/*
-	 * Counters are undefined after RESET (§22.6.2 NOTE); CHECKLIST B.1:
+	 * Counters are undefined after RESET (SDM Vol. 3B 22.6.2, note):
 	 * a vPMU picks the deterministic 0, and nothing counts at RESET
 	 * (every event select and FIXED_CTR_CTRL is 0).
 	 */
@@ -206,11 +207,11 @@ static void check_reset(void)
 		if ((fixed_map & BIT(i)) && rdmsr(MSR_CORE_PERF_FIXED_CTR0 + i))
 			bad |= BIT(32 + i);
 	report(!bad, "PMCx and FIXED_CTRx read 0 (not, in GLOBAL_CTRL layout: %lx)", bad);
-	/* IA32_FIXED_CTR_CTRL: reset 0 [CHECKLIST B.1] */
+	/* IA32_FIXED_CTR_CTRL: reset 0 (SDM Vol. 3B 22.6.2.1) */
 	v = rdmsr(MSR_CORE_PERF_FIXED_CTR_CTRL);
 	report(v == 0, "FIXED_CTR_CTRL reads %lx, want 0", v);
 	/*
-	 * GLOBAL_CTRL [NOT IN SEEDS, CHECKLIST B.2]: SDM Vol. 3B §21.2.2 sets
+	 * GLOBAL_CTRL: SDM Vol. 3B §21.2.2 sets
 	 * the GP counters' enable bits at RESET, so that v1 software, which
 	 * knows only PERFEVTSELx.EN, counts; fixed enables and the rest are 0.
 	 * (KVM does the same since 6.10.)
@@ -221,18 +222,19 @@ static void check_reset(void)
 	v = rdmsr(MSR_CORE_PERF_GLOBAL_STATUS);
 	report(v == 0, "GLOBAL_STATUS reads %lx, want 0", v);
 	if (version >= 4) {
-		/* GLOBAL_INUSE [NOT IN SEEDS]: no event select, no fixed ring bits, no PMI bit */
+		/* GLOBAL_INUSE (SDM Vol. 3B §21.2.4.3): no event select, no fixed ring bits, no PMI
+		 * bit */
 		v = rdmsr(MSR_CORE_PERF_GLOBAL_INUSE);
 		report(v == 0, "GLOBAL_INUSE reads %lx, want 0", v);
 	}
-	/* IA32_PEBS_ENABLE: RESET value 0 [CHECKLIST B.3, Figs 22-44/22-68] */
+	/* IA32_PEBS_ENABLE: RESET value 0 (SDM Vol. 3B Figures 22-44, 22-68) */
 	if (legacy_pebs) {
 		v = rdmsr(MSR_IA32_PEBS_ENABLE);
 		report(v == 0, "PEBS_ENABLE reads %lx, want 0", v);
 	}
 	/*
 	 * IA32_DS_AREA exists with CPUID.01H:EDX[21] and DS is disabled at
-	 * RESET [CHECKLIST B.4]; its reset value 0 is SDM Vol. 4 [NOT IN SEEDS].
+	 * RESET (SDM Vol. 3B 20.4.9); its reset value 0 is SDM Vol. 4 Table 2-2.
 	 */
 	if (has_ds) {
 		v = rdmsr(MSR_IA32_DS_AREA);
@@ -240,7 +242,7 @@ static void check_reset(void)
 	} else {
 		report(absent(MSR_IA32_DS_AREA), "no DS (CPUID.01H:EDX[21] = 0): DS_AREA #GPs");
 	}
-	/* IA32_DEBUGCTL: reset 0 (SDM Vol. 4 Table 2-2) [CHECKLIST E.1] */
+	/* IA32_DEBUGCTL: reset 0 (SDM Vol. 4 Table 2-2; Vol. 3B 20.4.1) */
 	v = rdmsr(MSR_IA32_DEBUGCTL);
 	report(v == 0, "DEBUGCTL reads %lx, want 0", v);
 }
@@ -253,9 +255,9 @@ static void check_evtsel(void)
 
 	report_prefix("msr: evtsel: ");
 	/*
-	 * Bits 31:0 per §22.6.8.1 [CHECKLIST B.1] less AnyThread (21);
-	 * Adaptive_Record (34) with adaptive PEBS [CHECKLIST B.1, §22.9.2.1];
-	 * [NOT IN SEEDS] IN_TX/IN_TXCP (32, 33) only with TSX, EQ (36) and
+	 * Bits 31:0 per SDM Vol. 3B 22.6.8.1 less AnyThread (21);
+	 * Adaptive_Record (34) with adaptive PEBS (22.9.2.1);
+	 * IN_TX/IN_TXCP (32, 33) only with TSX (21.2), EQ (36) and
 	 * UMASK2 (47:40) only where CPUID.23H.0:EBX[1]/[0] enumerate them.
 	 */
 	if (has_tsx)
@@ -269,8 +271,8 @@ static void check_evtsel(void)
 	reserved = GENMASK(63, 32) & ~valid;
 	/*
 	 * AnyThread deprecation (CPUID.0AH:EDX[15], v5+): the bit no longer
-	 * exists, so it is reserved [NOT IN SEEDS: SDM Vol. 3B §21.2.5.1, as
-	 * KVM and Linux read it].
+	 * exists, so it is reserved (SDM Vol. 3B §21.2.5.1, as KVM and Linux
+	 * read it).
 	 */
 	if (any_deprecated)
 		reserved |= EVTSEL_ANY;
@@ -325,13 +327,13 @@ static void check_fixed_ctrl(void)
 	bool ok;
 
 	report_prefix("msr: fixed_ctr_ctrl: ");
-	/* Per counter i, nibble 4i: 0 OS, 1 USR, 3 PMI [CHECKLIST B.1, Fig 22-45] */
+	/* Per counter i, nibble 4i: 0 OS, 1 USR, 3 PMI (SDM Vol. 3B 22.6.2.1, Figure 22-45) */
 	for (unsigned int i = 0; i < 8; i++) {
 		if (!(fixed_map & BIT(i)))
 			continue;
 		valid |= FIXED_OS(i) | FIXED_USR(i) | FIXED_PMI(i);
 		any |= FIXED_ANY(i);
-		/* FCx_Adaptive_Record [CHECKLIST B.1: position NOT IN SEEDS, 32 + 4i as Linux] */
+		/* FCx_Adaptive_Record (SDM Vol. 3B 22.9.2.1; at 32 + 4i as Linux has it) */
 		if (adaptive)
 			valid |= FIXED_ADAPTIVE(i);
 	}
@@ -368,8 +370,9 @@ static uint64_t status_reserved(void)
 {
 	/*
 	 * Counter bits past the last counter, 47:32 past the fixed ones,
-	 * 54:49 and 57:56 [CHECKLIST B.2 Figs 22-47/48; 48 PERF_METRICS, 55
-	 * ToPA, 58-61 NOT IN SEEDS, left out here but 48 without PERF_METRICS].
+	 * 54:49 and 57:56 (SDM Vol. 3B 22.6.2.2, Figures 22-47/48; 48
+	 * PERF_METRICS, 55 ToPA, 58-61 per Vol. 3B 21.2, left out here but 48
+	 * without PERF_METRICS).
 	 */
 	uint64_t r = (GENMASK(31, 0) & ~gp_en) | (GENMASK(47, 32) & ~((uint64_t) fixed_map << 32)) |
 		     GENMASK(54, 49) | GENMASK(57, 56);
@@ -384,7 +387,7 @@ static void check_global(void)
 	bool ok;
 
 	report_prefix("msr: global: ");
-	/* GLOBAL_CTRL: GP i at bit i, fixed i at 32 + i [CHECKLIST B.2, Fig 22-46] */
+	/* GLOBAL_CTRL: GP i at bit i, fixed i at 32 + i (SDM Vol. 3B 22.6.2.2, Figure 22-46) */
 	ok = round_trips(MSR_CORE_PERF_GLOBAL_CTRL, valid, &got);
 	report(ok, "GLOBAL_CTRL: writable bits %lx round-trip (read %lx)", valid, got);
 	ok = round_trips(MSR_CORE_PERF_GLOBAL_CTRL, 0, &got);
@@ -393,18 +396,18 @@ static void check_global(void)
 	report(!bad, "GLOBAL_CTRL: each bit past the counters (%lx) #GPs (wrong: %lx)", ~valid,
 	       bad);
 
-	/* GLOBAL_STATUS is read-only [CHECKLIST B.2] */
+	/* GLOBAL_STATUS is read-only (SDM Vol. 3B 22.6.2.2) */
 	report(wrmsr_safe(MSR_CORE_PERF_GLOBAL_STATUS, 0) == GP_VEC &&
 		       wrmsr_safe(MSR_CORE_PERF_GLOBAL_STATUS, 1) == GP_VEC &&
 		       rdmsr(MSR_CORE_PERF_GLOBAL_STATUS) == 0,
 	       "GLOBAL_STATUS: WRMSR #GPs");
-	/* GLOBAL_OVF_CTRL / STATUS_RESET (390H): one clear bit per status bit [CHECKLIST B.2] */
+	/* GLOBAL_OVF_CTRL / STATUS_RESET (390H): one clear bit per status bit (Vol. 3B 22.6.2.2) */
 	report(wrmsr_safe(MSR_CORE_PERF_GLOBAL_OVF_CTRL, counters_bits()) == 0,
 	       "STATUS_RESET: the counter bits %lx write", counters_bits());
 	bad = not_gp(MSR_CORE_PERF_GLOBAL_OVF_CTRL, 0, res, MSR_CORE_PERF_GLOBAL_STATUS, 0);
 	report(!bad, "STATUS_RESET: each reserved bit of %lx #GPs (wrong: %lx)", res, bad);
 	if (version >= 4) {
-		/* GLOBAL_STATUS_SET (391H) [NOT IN SEEDS, CHECKLIST B.2]: v4+, STATUS's layout */
+		/* GLOBAL_STATUS_SET (391H, SDM Vol. 3B §21.2.4): v4+, STATUS's layout */
 		bad = not_gp(MSR_CORE_PERF_GLOBAL_STATUS_SET, 0, res, MSR_CORE_PERF_GLOBAL_STATUS,
 			     0);
 		report(!bad, "STATUS_SET: each reserved bit of %lx #GPs (wrong: %lx)", res, bad);
@@ -415,11 +418,11 @@ static void check_global(void)
 		wrmsr(MSR_CORE_PERF_GLOBAL_OVF_CTRL, counters_bits());
 		got = rdmsr(MSR_CORE_PERF_GLOBAL_STATUS);
 		report(got == 0, "STATUS_RESET of the same: GLOBAL_STATUS reads %lx", got);
-		/* GLOBAL_INUSE is read-only [NOT IN SEEDS] */
+		/* GLOBAL_INUSE is read-only (SDM Vol. 3B §21.2.4.3) */
 		report(wrmsr_safe(MSR_CORE_PERF_GLOBAL_INUSE, 0) == GP_VEC,
 		       "GLOBAL_INUSE: WRMSR #GPs");
 	}
-	/* PERF_CAPABILITIES: all fields read-only [CHECKLIST B.8] */
+	/* PERF_CAPABILITIES: all fields read-only (SDM Vol. 3B 22.8) */
 	if (perf_cap)
 		report(wrmsr_safe(MSR_IA32_PERF_CAPABILITIES, perf_cap) == GP_VEC &&
 			       rdmsr(MSR_IA32_PERF_CAPABILITIES) == perf_cap,
@@ -439,7 +442,7 @@ static void check_counters(void)
 
 		/*
 		 * Legacy IA32_PMCx: bits 31:0 written, bit 31 sign-extended to the
-		 * width [CHECKLIST B.1, §22.6.8.2]; EDX plays no part.
+		 * width (SDM Vol. 3B 22.6.8.2); EDX plays no part.
 		 */
 		wrmsr(pmc, 0x1234);
 		if (rdmsr(pmc) != 0x1234 || (fw && rdmsr(apmc) != 0x1234))
@@ -455,9 +458,9 @@ static void check_counters(void)
 		if (!fw)
 			continue;
 		/*
-		 * IA32_A_PMCx: the full width [CHECKLIST B.1, B.8 FULL_WRITE[13]];
-		 * bits above it are reserved (§22.2.8 NOT IN SEEDS; as for the
-		 * fixed counters, §22.6.2.1): #GP.
+		 * IA32_A_PMCx: the full width (SDM Vol. 3B 22.8, FULL_WRITE[13]);
+		 * bits above it are reserved (Vol. 3B 22.2.8; as for the fixed
+		 * counters, 22.6.2.1): #GP.
 		 */
 		if (!round_trips(apmc, full & gp_mask, &(uint64_t){ 0 }) ||
 		    rdmsr(pmc) != (full & gp_mask))
@@ -494,7 +497,7 @@ static void check_counters(void)
 	       nr_gp);
 	report(absent(MSR_IA32_PERFEVTSEL0 + nr_gp), "PERFEVTSEL%u #GPs", nr_gp);
 
-	/* Fixed counters: full width written, bits above it reserved [CHECKLIST B.1, §22.6.2.1] */
+	/* Fixed counters: full width written, bits above it reserved (SDM Vol. 3B 22.6.2.1) */
 	for (unsigned int i = 0; i < 32; i++) {
 		uint32_t msr = MSR_CORE_PERF_FIXED_CTR0 + i;
 
@@ -519,8 +522,8 @@ static void check_rdpmc(void)
 
 	report_prefix("msr: rdpmc: ");
 	/*
-	 * ECX[30] selects the fixed counters, ECX[15:0] the index [NOT IN
-	 * SEEDS: SDM Vol. 2B RDPMC]; it reads what RDMSR reads, the counter's
+	 * ECX[30] selects the fixed counters, ECX[15:0] the index (SDM Vol.
+	 * 2B RDPMC); it reads what RDMSR reads, the counter's
 	 * width and no more.
 	 */
 	for (unsigned int i = 0; i < nr_gp; i++) {
@@ -549,16 +552,16 @@ static void check_rdpmc(void)
 	report(rdpmc_safe(RDPMC_FIXED | fixed_absent, &v) == GP_VEC,
 	       "ECX = 1 << 30 | %u (no such fixed counter) #GPs", fixed_absent);
 	/*
-	 * Fast read (ECX[31]) is the NetBurst/P6 encoding [CHECKLIST B.12];
-	 * with architectural perfmon ECX[31:16] is the counter type and 8000H
-	 * is none [NOT IN SEEDS: Vol. 2B RDPMC]: #GP, alone or with a type.
+	 * Fast read (ECX[31]) is the NetBurst/P6 encoding (SDM Vol. 3B 22.6.3-
+	 * 22.6.9); with architectural perfmon ECX[31:16] is the counter type
+	 * and 8000H is none (Vol. 2B RDPMC): #GP, alone or with a type.
 	 */
 	report(rdpmc_safe(RDPMC_FAST, &v) == GP_VEC &&
 		       rdpmc_safe(RDPMC_FAST | RDPMC_FIXED, &v) == GP_VEC,
 	       "fast-read bit 31 #GPs (ECX = 80000000, c0000000)");
 	if (metrics)
-		report_skip("RDPMC ECX = 1 << 29 (PERF_METRICS): its encoding is not in the seeds "
-			    "(CHECKLIST B.1, §I); not checked");
+		report_skip("RDPMC ECX = 1 << 29 (PERF_METRICS, SDM Vol. 2B RDPMC): "
+			    "not checked by this program");
 
 	for (unsigned int i = 0; i < nr_gp; i++)
 		wrmsr(MSR_IA32_PMC0 + i, 0);
@@ -574,7 +577,7 @@ static void check_pebs_enable(void)
 
 	report_prefix("msr: pebs_enable: ");
 	if (pebs_fmt == 0xf) {
-		/* Architectural PEBS: PEBS_UNAVAILABLE stays 1 [CHECKLIST B.9, §22.10.1.2] */
+		/* Architectural PEBS: PEBS_UNAVAILABLE stays 1 (SDM Vol. 3B 22.10.1.2) */
 		report(rdmsr(MSR_IA32_MISC_ENABLE) & BIT(12),
 		       "PEBS_FMT 0xF: MISC_ENABLE.PEBS_UNAVAILABLE reads 1");
 		report_skip("PEBS_FMT 0xF: no legacy PEBS, IA32_PEBS_ENABLE not checked");
@@ -588,7 +591,7 @@ static void check_pebs_enable(void)
 	if (perf_cap & PERF_CAP_PEBS_BASELINE) {
 		/*
 		 * PEBS_BASELINE: every enumerated counter has its bit, GP from 0,
-		 * fixed from 32, the rest reserved [CHECKLIST B.3, B.8, Fig 22-68];
+		 * fixed from 32, the rest reserved (SDM Vol. 3B 22.9.1, Figure 22-68);
 		 * 62:60 only with PEBS_OUTPUT_PT_AVAIL [Table 22-77], left out then.
 		 */
 		valid = counters_bits();
@@ -598,8 +601,8 @@ static void check_pebs_enable(void)
 	} else {
 		/*
 		 * Before the baseline: PEBS_EN_PMCi at i, and (Nehalem on) the
-		 * load-latency enables at 32 + i [NOT IN SEEDS: §22.3.1.1.2, as
-		 * Linux uses them]; bit 63 (SNB's PS_EN) left out.
+		 * load-latency enables at 32 + i (SDM Vol. 3B 22.3.1.1.2, as
+		 * Linux uses them); bit 63 (SNB's PS_EN) left out.
 		 */
 		valid = gp_en | gp_en << 32;
 		reserved = GENMASK(62, 0) & ~valid;
@@ -624,8 +627,8 @@ static void check_ds_area(void)
 		return;
 	}
 	/*
-	 * A linear address [CHECKLIST B.4]: any canonical value writes, a
-	 * non-canonical one #GPs (SDM Vol. 2B WRMSR [NOT IN SEEDS]), with
+	 * A linear address (SDM Vol. 3B 20.4.9): any canonical value writes, a
+	 * non-canonical one #GPs (SDM Vol. 2B WRMSR), with
 	 * the CPUID.80000008H:EAX[15:8] address width.
 	 */
 	ok = round_trips(MSR_IA32_DS_AREA, 0xffff800000123000ul, &got);
@@ -645,7 +648,8 @@ static void check_debugctl(void)
 	bool ok;
 
 	report_prefix("msr: debugctl: ");
-	/* [CHECKLIST E.1, Fig 20-3]; 11 and 0 with (legacy) LBRs, 12 with v2+, 14 with SMM_FREEZE
+	/* SDM Vol. 3B 20.4.1, Figure 20-3: 11 and 0 with (legacy) LBRs, 12 with v2+, 14 with
+	 * SMM_FREEZE
 	 */
 	if (version >= 2)
 		valid |= DEBUGCTL_FREEZE_PERFMON_ON_PMI;
@@ -655,7 +659,7 @@ static void check_debugctl(void)
 		valid |= DEBUGCTL_LBR | DEBUGCTL_FREEZE_LBRS;
 	/*
 	 * Reserved: 5:3 and 63:16; FREEZE_WHILE_SMM without PERF_CAPABILITIES[12]
-	 * [CHECKLIST E.1]; BLD and RTM where CPUID does not enumerate them.
+	 * (SDM Vol. 3B 20.4.1); BLD and RTM where CPUID does not enumerate them.
 	 */
 	reserved = GENMASK(5, 3) | GENMASK(63, 16);
 	if (!(perf_cap & PERF_CAP_SMM_FREEZE))

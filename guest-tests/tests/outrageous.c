@@ -32,6 +32,7 @@
  * ("outrageous: expect ..."), which vmm-glue/tests/test-outrageous.py checks.
  */
 #include "guest.h"
+#include "vpmu/pebs.h"
 
 #define PMI_VECTOR 0xf0
 #define N_OVF	   64 /* PEBS counter overflows per case */
@@ -56,11 +57,6 @@
 #define PTE_D		     (1ull << 6)
 
 /* DS buffer management area, 64-bit layout (SDM Vol. 3B Fig 20-8) */
-#define DS_PEBS_BASE	  0x20
-#define DS_PEBS_INDEX	  0x28
-#define DS_PEBS_ABS_MAX	  0x30
-#define DS_PEBS_THRESHOLD 0x38
-#define DS_GP_RESET0	  0x40
 
 #define FILL 0x5a5a5a5a5a5a5a5aull
 
@@ -377,7 +373,7 @@ static void legacy_case(const char *name, uint64_t ds, const uint64_t *hdr, enum
 		ds_set(DS_PEBS_INDEX, hdr[1]);
 		ds_set(DS_PEBS_ABS_MAX, hdr[2]);
 		ds_set(DS_PEBS_THRESHOLD, hdr[3]);
-		ds_set(DS_GP_RESET0, RESET_VALUE & gp_mask);
+		ds_set(DS_PEBS_GP_RESET(0), RESET_VALUE & gp_mask);
 	}
 	snap_pml4();
 	legacy_arm(ds);

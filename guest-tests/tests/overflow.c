@@ -430,7 +430,7 @@ static void test_status_set(void)
 }
 
 /*
- * Freeze on PMI, seed 004 SDM Vol. 3B 20.4.7 / Table 20-3. Streamlined
+ * Freeze on PMI, SDM Vol. 3B 20.4.7 / Table 20-3. Streamlined
  * (v4+): the PMI request sets GLOBAL_STATUS.CTR_Frz (bit 59), GLOBAL_CTRL
  * is unchanged, every counter stops; STATUS_RESET of CTR_Frz resumes.
  * Legacy (v2-3): GLOBAL_CTRL is cleared. Freezing happens only for an
@@ -527,7 +527,7 @@ static void test_freeze(void)
 
 	/*
 	 * INT set, LVT masked: the counter still requests the PMI, so the
-	 * freeze applies (seed 004 20.4.7: "programmed to signal a PMI"),
+	 * freeze applies (SDM Vol. 3B 20.4.7: "programmed to signal a PMI"),
 	 * though the APIC delivers nothing.
 	 */
 	reset(APIC_LVT_MASKED | PMI_VECTOR);

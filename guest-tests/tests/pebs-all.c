@@ -14,7 +14,7 @@
  *    the index advanced by exactly the records, nothing written past them;
  *  - counter reload from the DS reset slots, GP at 40H + 8n and fixed
  *    after the model's GP allocation (80H for format 4, 140H for 5/6:
- *    CHECKLIST.md C.1); every other slot holds a poison value, so a wrong
+ *    SDM Vol. 3B 22.6.2.4.2); every other slot holds a poison value, so a wrong
  *    slot shows in the counter's final value; arch PEBS reloads from
  *    CFG_C.RELOAD_VALUE 1-extended (22.10.2.1);
  *  - the threshold PMI: GLOBAL_STATUS.OvfBuffer (bit 62), alone, in the
@@ -53,6 +53,7 @@
  * values (timed PEBS: only masked out of Record Format), load latency.
  */
 #include "guest.h"
+#include "vpmu/pebs.h"
 
 #define PMI_VECTOR 0xf0
 #define LOOPS	   30
@@ -115,13 +116,8 @@ _Static_assert(V_RBX == V_RAX0 + LOOPS, "RBX ends the loop");
 #define AHDR_BASIC	  (1ull << 63)
 
 /* DS save area, 64-bit layout (Fig 20-8), in qwords */
-#define DS_PEBS_BASE	  4
-#define DS_PEBS_INDEX	  5
-#define DS_PEBS_ABS_MAX	  6
-#define DS_PEBS_THRESHOLD 7
-#define DS_GP_RESET(n)	  (8 + (n)) /* 40H + 8n */
-#define DS_QWORDS	  64
-#define POISON(slot)	  (0 - 0x10000ull - 0x100ull * (slot))
+#define DS_QWORDS    64
+#define POISON(slot) (0 - 0x10000ull - 0x100ull * (slot))
 
 #define FILL	 0x5a5a5a5a5a5a5a5aull
 #define FIXED(i) (32 + (i))
@@ -292,7 +288,7 @@ static void on_pmi(struct frame *f)
 {
 	pmis++;
 	pmi_rip = f->rip;
-	pmi_index = arch_pebs ? arch_index() & INDEX_WR : ds[DS_PEBS_INDEX];
+	pmi_index = arch_pebs ? arch_index() & INDEX_WR : ds[DS_PEBS_INDEX / 8];
 	pmi_status = rdmsr(MSR_CORE_PERF_GLOBAL_STATUS);
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
 	wrmsr(MSR_CORE_PERF_GLOBAL_OVF_CTRL, pmi_status);
@@ -326,8 +322,7 @@ static bool untouched(const uint8_t *p, uint64_t len)
 
 static unsigned int fixed_slot(unsigned int n)
 {
-	/* the reset slots follow the GP allocation: 8 for format 4, 32 for 5/6 */
-	return (fmt == 4 ? 8 + 8 : 8 + 32) + n;
+	return DS_PEBS_FIXED_RESET(fmt, n) / 8;
 }
 
 static void quiesce(void)
@@ -571,10 +566,11 @@ static void program(const struct scen *s, uint64_t start)
 			ds[i] = POISON(i);
 		for (unsigned int i = 0; i < 4; i++)
 			ds[i] = 0;
-		ds[DS_PEBS_BASE] = base;
-		ds[DS_PEBS_INDEX] = base + start;
-		ds[DS_PEBS_ABS_MAX] = base + buf_len;
-		ds[DS_PEBS_THRESHOLD] = s->thresh ? base + start + s->thresh : base + buf_len + 1;
+		ds[DS_PEBS_BASE / 8] = base;
+		ds[DS_PEBS_INDEX / 8] = base + start;
+		ds[DS_PEBS_ABS_MAX / 8] = base + buf_len;
+		ds[DS_PEBS_THRESHOLD / 8] =
+			s->thresh ? base + start + s->thresh : base + buf_len + 1;
 		wrmsr(MSR_IA32_DS_AREA, (uint64_t) ds);
 		if (adaptive)
 			wrmsr(MSR_PEBS_DATA_CFG, s->data_cfg);
@@ -604,7 +600,7 @@ static void program(const struct scen *s, uint64_t start)
 				wrmsr(MSR_GP_CFG_C(a->ctr),
 				      CFG_C_EN | s->cfg_c | (reset & CFG_C_RELOAD));
 			else
-				ds[DS_GP_RESET(a->ctr)] = reset;
+				ds[DS_PEBS_GP_RESET(a->ctr) / 8] = reset;
 			wrmsr(MSR_IA32_PERFEVTSEL0 + a->ctr,
 			      event_code(a->kind) | EVTSEL_USR | EVTSEL_OS | EVTSEL_INT |
 				      EVTSEL_EN | (adaptive && a->adaptive ? EVTSEL_ADAPTIVE : 0));
@@ -791,7 +787,7 @@ static void check_record(const struct scen *s, unsigned int idx, const uint8_t *
 
 static uint64_t index_now(void)
 {
-	return arch_pebs ? arch_index() & INDEX_WR : ds[DS_PEBS_INDEX] - (uint64_t) buf;
+	return arch_pebs ? arch_index() & INDEX_WR : ds[DS_PEBS_INDEX / 8] - (uint64_t) buf;
 }
 
 static uint64_t read_ctr(unsigned int ctr)

@@ -192,7 +192,8 @@ ParameterizedTest(int *m, kvm_setup, cpuid_table)
 	cr_expect(saw_7_0);
 	cr_expect(saw_7_1, "%s: 07H sub-leaf 1 appended", models[*m]);
 	cr_expect_eq(saw_23, has_23, "%s: leaf 23H", models[*m]);
-	/* perfmon v6 models enumerate leaf 23H (seed 000 §22.2.6): arch-pebs and LunarLake */
+	/* perfmon v6 models enumerate leaf 23H (SDM Vol. 2A CPUID leaf 23H; Vol. 3B 22.10.1):
+	 * arch-pebs and LunarLake */
 	cr_expect_eq(has_23, !!strcmp(models[*m], "Skylake-Server") &&
 				     !!strcmp(models[*m], "Icelake-Server"));
 	cr_expect_eq(kvm_cpuid_build(v, host, sizeof(host) / sizeof(host[0]), out, 2), -ENOSPC);

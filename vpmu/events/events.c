@@ -6,7 +6,7 @@
 
 #include "bits.h"
 #include "events.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 
 /*
  * The fields that select what is counted. USR, OS, PC, INT and EN only say

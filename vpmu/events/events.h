@@ -9,18 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* vpmu_event_desc.flags */
-#define VPMU_EV_INV	   (1u << 0)  /* Invert=1 */
-#define VPMU_EV_EDGE	   (1u << 1)  /* EdgeDetect=1 */
-#define VPMU_EV_ANY	   (1u << 2)  /* AnyThread=1 */
-#define VPMU_EV_PEBS	   (1u << 3)  /* has a PEBS:[...] bracket */
-#define VPMU_EV_PRECISE_IP (1u << 4)  /* PEBS PreciseEventingIP */
-#define VPMU_EV_PRECISE	   (1u << 5)  /* PEBS Precise */
-#define VPMU_EV_DLA	   (1u << 6)  /* PEBS DataLinearAddress */
-#define VPMU_EV_LATENCY	   (1u << 7)  /* PEBS Latency */
-#define VPMU_EV_ARCH	   (1u << 8)  /* Architectural */
-#define VPMU_EV_FIXED	   (1u << 9)  /* Fixed */
-#define VPMU_EV_DEPRECATED (1u << 10) /* Deprecated */
+#include "vpmu/vpmu.h" /* VPMU_EV_*: the flags are public */
 
 struct vpmu_event_desc {
 	const char *name;	  /* e.g. "BR_INST_RETIRED.NEAR_CALL" */

@@ -7,7 +7,7 @@
 #ifndef VPMU_TEST_PEBS_VALUES_H
 #define VPMU_TEST_PEBS_VALUES_H
 
-#include "pebs-record.h"
+#include "vpmu/pebs.h"
 
 #define PEBS_TEST_LBRS 64
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * CPUID leaves 01H, 0AH, 15H, 23H per model. Layouts: SDM Vol. 2A CPUID
- * (0AH, 23H: not in the seeds), §22.7.3 (15H), §20.4.9 (01H DS bits).
+ * (leaves 0AH, 23H), Vol. 3B 22.7.3 (15H), Vol. 3B 20.4.9 (01H DS bits).
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>

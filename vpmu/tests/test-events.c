@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The generated Skylake-server catalogue against the seed event list
- * (003_f7ff8a4706a4115a.txt, copied to vpmu/events/skylake-server.txt)
- * and CHECKLIST.md §F. Every number here was counted in the seed.
+ * The generated Skylake-server catalogue against Intel's Skylake-server
+ * (06_55H) core event list it is generated from
+ * (vpmu/events/skylake-server.txt). Every number here was counted in
+ * that list.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -140,7 +141,7 @@ Test(events, attribute_counts)
 	cr_assert_eq(count_flag(VPMU_EV_FIXED), 4);
 	cr_assert_eq(count_flag(VPMU_EV_DEPRECATED), 1);
 
-	/* PEBS items, by counting the 9 bracket kinds in the seed */
+	/* PEBS items, by counting the 9 bracket kinds in the list */
 	cr_assert_eq(count_flag(VPMU_EV_PRECISE_IP), 68 + 33 + 22 + 1 + 1);
 	cr_assert_eq(count_flag(VPMU_EV_PRECISE), 8 + 2 + 1);
 	cr_assert_eq(count_flag(VPMU_EV_DLA), 22 + 8 + 2);
@@ -337,7 +338,7 @@ Test(events, row_desc_utf8)
 Test(events, row_fp_arith_8_flops_as_given)
 {
 	/*
-	 * §F.3 suspect data: the seed gives 8_FLOPS the umask of 4_FLOPS
+	 * Suspect data: the list gives 8_FLOPS the umask of 4_FLOPS
 	 * (18H), while its description (256-bit single + 512-bit double)
 	 * implies 20H|40H = 60H. Kept as given; if the list is fixed this
 	 * test and the alias list below must change with it.
@@ -348,9 +349,8 @@ Test(events, row_fp_arith_8_flops_as_given)
 
 /*
  * Names whose encoding an earlier row already has, beyond the _PS twins
- * and the rows told apart only by their aux MSR value (§F.3, and counted
- * again here: the checklist misses ONE_THREAD_ACTIVE, THREAD_ANY and the
- * aux-MSR groups).
+ * and the rows told apart only by their aux MSR value (counted in the
+ * list: ONE_THREAD_ACTIVE, THREAD_ANY and the aux-MSR groups included).
  */
 static const struct {
 	const char *alias, *first;

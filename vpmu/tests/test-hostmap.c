@@ -340,7 +340,7 @@ Test(hostmap, fixed_counters_every_pair)
 }
 
 /*
- * Skylake-SP catalogue events (seed 003, vpmu/events/skylake-server.txt)
+ * Skylake-SP catalogue events (Intel's 06_55H list, vpmu/events/skylake-server.txt)
  * on a Skylake-SP host (identity), Ice Lake-SP and Sapphire Rapids (by
  * name). Raw configs: event | umask << 8 | edge 18 | inv 23 | cmask << 24.
  */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The LBR stack of LBR format 5 (seed 004 §20.4.8, §20.12, Table 20-16):
+ * The LBR stack of LBR format 5 (SDM Vol. 3B 20.4.8, 20.12, Table 20-16):
  * TOS incremented before each write and wrapping, FROM/TO sign-extended
  * from bit 47, LBR_INFO cycles saturating, LBR_SELECT suppressing branch
  * classes, freeze on PMI (legacy and streamlined).

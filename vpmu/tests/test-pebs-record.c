@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * PEBS records byte for byte. Every expected offset is computed here from
- * the SDM group sizes and tables (seed 000 §22.9.2, seed 004 Fig 20-10,
- * CHECKLIST.md §C) as literals, never from the offsets in pebs-record.h,
+ * the SDM group sizes and tables (Vol. 3B 22.9.2, Figure 20-10, 22.3.8.1.1)
+ * as literals, never from the offsets in vpmu/pebs.h,
  * and every field carries a distinct value so a misplaced one is caught.
  */
 #include <criterion/criterion.h>
@@ -99,7 +99,7 @@ static const enum pebs_gpr adaptive_order[16] = {
 	PEBS_RAX, PEBS_RCX, PEBS_RDX, PEBS_RBX, PEBS_RSP, PEBS_RBP, PEBS_RSI, PEBS_RDI,
 	PEBS_R8,  PEBS_R9,  PEBS_R10, PEBS_R11, PEBS_R12, PEBS_R13, PEBS_R14, PEBS_R15,
 };
-/* The legacy order (seed 004 Fig 20-10): RAX RBX RCX RDX RSI RDI RBP RSP R8..R15. */
+/* The legacy order (SDM Vol. 3B Figure 20-10): RAX RBX RCX RDX RSI RDI RBP RSP R8..R15. */
 static const enum pebs_gpr legacy_order[16] = {
 	PEBS_RAX, PEBS_RBX, PEBS_RCX, PEBS_RDX, PEBS_RSI, PEBS_RDI, PEBS_RBP, PEBS_RSP,
 	PEBS_R8,  PEBS_R9,  PEBS_R10, PEBS_R11, PEBS_R12, PEBS_R13, PEBS_R14, PEBS_R15,
@@ -276,7 +276,7 @@ Test(pebs_record, format3_every_field)
 {
 	struct pebs_sample s = sample(true);
 	struct pebs_config cfg = { .fmt = 3, .applicable = B(0) | B(2) | B(32) };
-	/* seed 004 Fig 20-10 + CHECKLIST §C.3 */
+	/* SDM Vol. 3B Figure 20-10, and 22.3.8.1.1 for 90H-C0H */
 	static const size_t gpr_off[16] = {
 		0x10, 0x18, 0x20, 0x28, 0x30, 0x38, 0x40, 0x48,
 		0x50, 0x58, 0x60, 0x68, 0x70, 0x78, 0x80, 0x88,
@@ -947,4 +947,36 @@ Test(pebs_record, arch_invalid_and_short)
 	expect_untouched_from(0);
 	cr_expect_eq(arch_pebs_record_build(&cfg, &s, buf, size), size);
 	expect_untouched_from(size);
+}
+
+/*
+ * The public layouts (vpmu/pebs.h, vpmu/msr.h) that the library, the VMM,
+ * the tools and the guest programs share, against the SDM's numbers:
+ * DS buffer management area (Vol. 3B Figure 20-8), reset slots
+ * (22.6.2.4.2), the legacy GPR block (Figure 20-10), the LVT mask bit
+ * (Vol. 3A Figure 11-8).
+ */
+Test(layout, public_headers_match_the_sdm)
+{
+	static const unsigned int legacy_off[16] = {
+		0x10, 0x20, 0x28, 0x18,
+		0x48, 0x40, 0x30, 0x38, /* RAX RCX RDX RBX RSP RBP RSI RDI */
+		0x50, 0x58, 0x60, 0x68,
+		0x70, 0x78, 0x80, 0x88, /* R8..R15 */
+	};
+
+	cr_expect_eq(DS_PEBS_BASE, 0x20);
+	cr_expect_eq(DS_PEBS_INDEX, 0x28);
+	cr_expect_eq(DS_PEBS_ABS_MAX, 0x30);
+	cr_expect_eq(DS_PEBS_THRESHOLD, 0x38);
+	cr_expect_eq(DS_PEBS_GP_RESET(0), 0x40);
+	cr_expect_eq(DS_PEBS_GP_RESET(7), 0x78);
+	cr_expect_eq(DS_PEBS_FIXED_RESET(4, 0), 0x80, "format 4: 8 GP slots, then fixed");
+	cr_expect_eq(DS_PEBS_FIXED_RESET(5, 1), 0x148, "formats 5/6: 32 GP slots, then fixed");
+	cr_expect_eq(DS_PEBS_FIXED_RESET(6, 3), 0x158);
+	for (unsigned int r = 0; r < 16; r++)
+		cr_expect_eq(pebs3_gpr_offset(r), legacy_off[r], "register %u", r);
+	cr_expect_eq(APIC_LVT_MASKED, 1u << 16);
+	cr_expect_eq(VPMU_FIELD_GET(APIC_LVT_DELIVERY_MODE, 0x10400), 4);
+	cr_expect_eq(VPMU_FIELD_PREP(VPMU_GENMASK_ULL(11, 8), 0xf), 0xf00);
 }

@@ -3,7 +3,7 @@
  * The PEBS assist end to end: counters overflow, records land in a guest
  * DS buffer through real 4- and 5-level page tables, counters reload from
  * the DS reset slots, the threshold raises OvfBuffer and a PMI. Offsets
- * are the SDM's (seed 004 Fig 20-8, seed 000 Fig 22-69, §22.9.2), written
+ * are the SDM's (Vol. 3B Figure 20-8, Figure 22-69, 22.9.2), written
  * here as literals.
  */
 #include <criterion/criterion.h>

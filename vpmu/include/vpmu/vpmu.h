@@ -20,6 +20,26 @@
  *
  * Thread model: a struct vpmu_vcpu belongs to the thread that runs that
  * vCPU; calls on one vCPU are not reentrant.
+ *
+ * ABI: the shared library keeps its symbol versions (VPMU_0.1, VPMU_0.2,
+ * ...): a program built against an older header runs on a newer library.
+ * The structs a program and the library exchange grow at their end only,
+ * and cross the boundary with their size, so either side may be the
+ * newer one: struct vpmu_config and struct vpmu_guest_regs through
+ * vpmu_config.size / .regs_size; struct vpmu_exact_counts, struct
+ * vpmu_stats, struct vpmu_catalog_event and struct vpmu_walk_result
+ * through a size argument. The names C programs call
+ * (vpmu_config_init, vpmu_exact_feed, vpmu_exact_would_overflow,
+ * vpmu_stats_read, vpmu_stats_to_json) are macros that pass sizeof of
+ * the caller's struct to the *_sized function; the functions of the same
+ * name are the VPMU_0.1 entry points, kept for programs built before.
+ * A library reading a struct larger than it knows requires the bytes it
+ * does not know to be zero (-E2BIG otherwise: a newer feature was asked
+ * of an older library); one writing a struct larger than it knows zeroes
+ * them. Frozen layouts, never grown (a change would be a new type):
+ * struct vpmu_counter_stats (per-counter figures added later are arrays
+ * indexed by slot at the end of struct vpmu_stats), vpmu_cpuid_entry
+ * (CPUID's outputs), vpmu_mem_region, vpmu_lvt.
  */
 #ifndef VPMU_VPMU_H
 #define VPMU_VPMU_H
@@ -63,6 +83,57 @@ VPMU_API const char *vpmu_model_description(size_t index);
 /* Index of the model called `name` (case-insensitive), or -ENOENT. */
 VPMU_API int vpmu_model_find(const char *name);
 
+/* ---- guest event catalogues --------------------------------------------- */
+
+/* vpmu_catalog_event.flags: what the model's event list says of an event */
+#define VPMU_EV_INV	   (1u << 0)  /* Invert=1 */
+#define VPMU_EV_EDGE	   (1u << 1)  /* EdgeDetect=1 */
+#define VPMU_EV_ANY	   (1u << 2)  /* AnyThread=1 */
+#define VPMU_EV_PEBS	   (1u << 3)  /* PEBS-capable */
+#define VPMU_EV_PRECISE_IP (1u << 4)  /* PEBS PreciseEventingIP */
+#define VPMU_EV_PRECISE	   (1u << 5)  /* PEBS Precise */
+#define VPMU_EV_DLA	   (1u << 6)  /* PEBS DataLinearAddress */
+#define VPMU_EV_LATENCY	   (1u << 7)  /* PEBS Latency */
+#define VPMU_EV_ARCH	   (1u << 8)  /* architectural */
+#define VPMU_EV_FIXED	   (1u << 9)  /* a fixed counter counts it */
+#define VPMU_EV_DEPRECATED (1u << 10) /* deprecated */
+
+/* One event of a model's catalogue. Grows at its end: vpmu_catalog_event() takes its size. */
+struct vpmu_catalog_event {
+	const char *name;	  /* e.g. "BR_INST_RETIRED.NEAR_CALL"; static */
+	const char *desc;	  /* UTF-8 prose; static */
+	const char *errata;	  /* "SKL091, SKL044", or NULL */
+	uint64_t encoding;	  /* IA32_PERFEVTSELx bits 31:0, without USR/OS/INT/EN */
+	int32_t fixed_idx;	  /* -1, or n for IA32_FIXED_CTRn events */
+	int32_t pdist_counter;	  /* -1, or the counter with PDist for it */
+	uint32_t event;		  /* event select (0 for fixed-only events) */
+	uint32_t umask;		  /* unit mask */
+	uint32_t cmask;		  /* counter mask */
+	uint32_t flags;		  /* VPMU_EV_* */
+	uint32_t aux_msr;	  /* the extra MSR it needs (0, 3F6H or 3F7H) */
+	uint32_t aux_value;	  /* ... and its value */
+	uint32_t counters;	  /* GP counters that can count it, bit i = GP i */
+	uint32_t counters_ht_off; /* ... with Hyper-Threading off */
+};
+
+/* Events in the catalogue of model `model` (an index); 0 if it has none. */
+VPMU_API size_t vpmu_catalog_count(size_t model);
+/*
+ * Event `index` of model `model`'s catalogue into the `size` bytes at
+ * *ret (sizeof(*ret)). -ENOENT: no such model or event.
+ */
+VPMU_API int vpmu_catalog_event(size_t model, size_t index, struct vpmu_catalog_event *ret,
+				size_t size);
+/* The index of the event called `name` (case-insensitive); -ENOENT. */
+VPMU_API int vpmu_catalog_find(size_t model, const char *name, size_t *ret_index);
+/*
+ * The index of the first event (catalogue order: an alias gives the name
+ * listed first) whose encoding is `evtsel`'s event select, unit mask,
+ * edge, AnyThread, invert and counter mask (USR, OS, PC, INT, EN and
+ * bits 63:32 are ignored); -ENOENT.
+ */
+VPMU_API int vpmu_catalog_decode(size_t model, uint64_t evtsel, size_t *ret_index);
+
 /* ---- vCPU creation ------------------------------------------------------ */
 
 /* Narrowing flags: a VMM may expose less than the model has, never more. */
@@ -102,7 +173,11 @@ enum vpmu_backend {
  */
 typedef void (*vpmu_pmi_fn)(void *data, struct vpmu_vcpu *vcpu);
 
-/* The guest state a PEBS record reports, as it is after the sampled instruction. */
+/*
+ * The guest state a PEBS record reports, as it is after the sampled
+ * instruction. Grows at its end only: vpmu_config.regs_size says how much
+ * of it the VMM's callback fills.
+ */
 struct vpmu_guest_regs {
 	uint64_t rip; /* the next instruction (PEBS records are trap-like) */
 	uint64_t rflags;
@@ -160,6 +235,13 @@ struct vpmu_config {
 	 */
 	int linear_bits;
 	/*
+	 * sizeof(struct vpmu_guest_regs) as the VMM was built with: the regs
+	 * callback may write that many bytes, fields past them read 0.
+	 * vpmu_config_init() sets it. Configs whose size ends before this
+	 * field get the VPMU_0.1 size.
+	 */
+	size_t regs_size;
+	/*
 	 * The VMM's CPUID tells the guest of Intel TSX: HLE or RTM,
 	 * CPUID.(EAX=07H,ECX=0):EBX[4] or [11]. Then, where the host has TSX
 	 * too (its own CPUID), IN_TX (IA32_PERFEVTSELx bit 32) is writable on
@@ -172,13 +254,22 @@ struct vpmu_config {
 	bool tsx;
 };
 
-/* Fill *cfg with defaults: Skylake-Server's full PMU, backend NONE, no log. */
+/*
+ * Fill *cfg with defaults: Skylake-Server's full PMU, backend NONE, no
+ * log. `size` is sizeof(*cfg) and `regs_size` sizeof(struct
+ * vpmu_guest_regs) as the caller knows them: call it as
+ * vpmu_config_init(cfg).
+ */
+VPMU_API void vpmu_config_init_sized(struct vpmu_config *cfg, size_t size, size_t regs_size);
+/* VPMU_0.1 entry point: the VPMU_0.1 struct vpmu_config. */
 VPMU_API void vpmu_config_init(struct vpmu_config *cfg);
+#define vpmu_config_init(cfg)                                                                      \
+	vpmu_config_init_sized((cfg), sizeof(*(cfg)), sizeof(struct vpmu_guest_regs))
 
 /*
  * Create the PMU of one vCPU in its power-on state. -ENOENT: unknown model;
  * -EINVAL: inconsistent configuration (the log says which field);
- * -ENOMEM.
+ * -E2BIG: a config field this library does not know is set; -ENOMEM.
  */
 VPMU_API int vpmu_vcpu_new(const struct vpmu_config *cfg, struct vpmu_vcpu **ret_vcpu);
 VPMU_API void vpmu_vcpu_free(struct vpmu_vcpu *vcpu);
@@ -212,10 +303,12 @@ VPMU_API int vpmu_vcpu_sync(struct vpmu_vcpu *vcpu);
 VPMU_API int vpmu_vcpu_poll(struct vpmu_vcpu *vcpu);
 
 /*
- * Host backends: whether a host counter has reported an overflow that
- * vpmu_vcpu_poll() has not taken yet, read from the event's ring buffer
- * (two loads a counter, no syscall; false for the exact and none
- * backends). For a VMM that runs guest code on the vCPU thread itself,
+ * Whether vpmu_vcpu_poll() or vpmu_vcpu_sync() has work to do: a host
+ * counter reported an overflow that poll has not taken yet (read from
+ * the event's ring buffer: two loads a counter, no syscall), or a PMI
+ * or PEBS record waits for the next sync (a guest read found a counter
+ * wrapped, the regs callback could not give the registers yet, a
+ * restored snapshot owes one). For a VMM that runs guest code on the vCPU thread itself,
  * as an emulator does: with vpmu_config.signo = -1 it asks this every
  * few translated blocks instead of taking a signal per overflow (whose
  * handler costs an rt_sigreturn), and polls when it says true.
@@ -227,7 +320,8 @@ VPMU_API bool vpmu_vcpu_pending(const struct vpmu_vcpu *vcpu);
 /*
  * What a run of retired guest instructions did, all at one CPL. Branch
  * kinds overlap as on hardware: a taken conditional branch is counted in
- * branches, cond_branches, cond_taken and near_taken.
+ * branches, cond_branches, cond_taken and near_taken. Grows at its end
+ * only: vpmu_exact_feed() passes its size.
  */
 struct vpmu_exact_counts {
 	uint64_t instructions;	/* retired instructions (a REP string op is one) */
@@ -258,9 +352,14 @@ struct vpmu_exact_counts {
 /*
  * Count `c` on every running counter whose event it covers; overflows,
  * GLOBAL_STATUS, freeze and PMI happen here. -EOPNOTSUPP if the vCPU's
- * backend is not VPMU_BACKEND_EXACT.
+ * backend is not VPMU_BACKEND_EXACT; -E2BIG if a field this library does
+ * not know is non-zero. `size` is sizeof(*c): call it as
+ * vpmu_exact_feed(vcpu, c).
  */
+VPMU_API int vpmu_exact_feed_sized(struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *c,
+				   size_t size);
 VPMU_API int vpmu_exact_feed(struct vpmu_vcpu *vcpu, const struct vpmu_exact_counts *c);
+#define vpmu_exact_feed(vcpu, c) vpmu_exact_feed_sized((vcpu), (c), sizeof(*(c)))
 
 /*
  * Events left before the nearest overflow of any running counter, in that
@@ -277,8 +376,12 @@ VPMU_API uint64_t vpmu_exact_headroom(const struct vpmu_vcpu *vcpu);
  * asks it for the prefixes of a block to find the instruction an overflow
  * lands on, and stops right after it instead of single-stepping.
  */
+VPMU_API bool vpmu_exact_would_overflow_sized(const struct vpmu_vcpu *vcpu,
+					      const struct vpmu_exact_counts *c, size_t size);
 VPMU_API bool vpmu_exact_would_overflow(const struct vpmu_vcpu *vcpu,
 					const struct vpmu_exact_counts *c);
+#define vpmu_exact_would_overflow(vcpu, c)                                                         \
+	vpmu_exact_would_overflow_sized((vcpu), (c), sizeof(*(c)))
 
 /* ---- guest memory and LBRs ----------------------------------------------- */
 
@@ -384,6 +487,10 @@ struct vpmu_counter_stats {
 	uint64_t time_running; /* ... and counting (less: multiplexed or not scheduled) */
 };
 
+/*
+ * Grows at its end only (vpmu_stats_read's size argument says how much
+ * the caller has); a field past what the library knows reads 0.
+ */
 struct vpmu_stats {
 	uint32_t version; /* VPMU_STATS_VERSION */
 	uint32_t seq;	  /* publication number */
@@ -432,11 +539,17 @@ struct vpmu_stats {
 };
 
 /*
- * A consistent copy of the vCPU's published figures. Safe from any thread
- * while the vCPU runs: it never blocks the vCPU and never returns a torn
- * value. Published at every sync and overflow.
+ * A consistent copy of the vCPU's published figures into the `size` bytes
+ * at `ret` (call it as vpmu_stats_read(vcpu, ret)): bytes past the
+ * library's struct are zeroed. Safe from any thread while the vCPU runs:
+ * it never blocks the vCPU and never returns a torn value. Published at
+ * every sync and overflow. -EINVAL: NULL arguments, or `size` shorter
+ * than the VPMU_0.1 struct.
  */
+VPMU_API int vpmu_stats_read_sized(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret,
+				   size_t size);
 VPMU_API int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *ret);
+#define vpmu_stats_read(vcpu, ret) vpmu_stats_read_sized((vcpu), (ret), sizeof(*(ret)))
 
 /*
  * `st` (one vCPU's figures, index `index` in its VM) as one JSON object,
@@ -448,12 +561,71 @@ VPMU_API int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *re
  * "log_repeats"}, ...]} for each implemented counter.
  * Written NUL-terminated to `buf`; *ret_len is its length without the NUL.
  * With buf NULL and size 0, only *ret_len is set: the length needed (add
- * one for the NUL). -ENOSPC: `buf` is too small; -EPROTO: st->version is
- * not VPMU_STATS_VERSION; -EINVAL: NULL arguments. Allocates nothing and
- * is safe from any thread.
+ * one for the NUL). `st_size` is sizeof(*st): fields past it are left
+ * out (call it as vpmu_stats_to_json(st, index, buf, size, ret_len)).
+ * -ENOSPC: `buf` is too small; -EPROTO: st->version is not
+ * VPMU_STATS_VERSION; -EINVAL: NULL arguments, or `st_size` shorter than
+ * the VPMU_0.1 struct. Allocates nothing and is safe from any thread.
  */
+VPMU_API int vpmu_stats_to_json_sized(const struct vpmu_stats *st, size_t st_size,
+				      unsigned int index, char *buf, size_t size, size_t *ret_len);
 VPMU_API int vpmu_stats_to_json(const struct vpmu_stats *st, unsigned int index, char *buf,
 				size_t size, size_t *ret_len);
+#define vpmu_stats_to_json(st, index, buf, size, ret_len)                                          \
+	vpmu_stats_to_json_sized((st), sizeof(*(st)), (index), (buf), (size), (ret_len))
+
+/* ---- snapshot and restore ----------------------------------------------- */
+
+/*
+ * A vCPU's PMU as the guest can observe it, for snapshots and live
+ * migration: every PMU MSR (counter values with what the host counted
+ * folded in, overflow and freeze bits in GLOBAL_STATUS, the LBR stack and
+ * TOS, the PEBS and DS MSRs), PEBS records still to be written, a PMI due
+ * or asked for and not yet delivered, the event filter's identity, and
+ * the exact backend's crystal-clock phase. Not in it: the guest's RAM
+ * (the DS area and PEBS buffer live there), its LAPIC (the LVT entry), the
+ * host's counters and the statistics: the VMM saves the first two, the
+ * restored vCPU makes the third anew and keeps its own figures.
+ *
+ * The blob is little-endian whatever the host, and says what it holds:
+ * a 64-byte header ("VPMUSNAP", format VPMU_SNAPSHOT_FORMAT, header size,
+ * total size, CRC-32 of the blob, record count, model name), then records
+ * of a 16-bit tag, 16-bit flags (bit 0: optional, a reader may skip it),
+ * a 32-bit payload length and the payload padded to 8 bytes: the PMU's
+ * identity (perfmon version, counters and widths, LBR depth, address
+ * widths, PERF_CAPABILITIES and the model's other guest-visible
+ * features), every MSR of vpmu_msr_list() as (address, value) pairs in
+ * ascending order, the pending state, the filter digest, and (optional)
+ * the backend's name and phase. A later format that only adds optional
+ * records keeps the format number; one an older library could misread
+ * raises it.
+ */
+#define VPMU_SNAPSHOT_FORMAT 1
+
+/*
+ * Save into `buf` (`size` bytes); *ret_len is the blob's length. With buf
+ * NULL and size 0, only *ret_len is set: the size needed. Call it on the
+ * vCPU thread between guest instructions (after the VMM's last feed):
+ * it folds what the host counters counted, and nothing else changes.
+ * -ENOSPC: `buf` is too small; -EINVAL: NULL arguments; -ENOMEM.
+ */
+VPMU_API int vpmu_vcpu_save(struct vpmu_vcpu *vcpu, void *buf, size_t size, size_t *ret_len);
+
+/*
+ * Restore a blob from vpmu_vcpu_save() into `vcpu`, normally a fresh one
+ * created with the same model, narrowing and event filter, on this host
+ * or another, with any backend. The host counters are made anew at the
+ * next vpmu_vcpu_sync(); a PEBS record or PMI the source still owed comes
+ * then too (a PMI the VMM was asked for and had not acknowledged with
+ * vpmu_pmi_delivered() is asked for again, so a VMM need not save that
+ * request itself). Give the vCPU its guest RAM (vpmu_vcpu_set_memory)
+ * before that sync. The vCPU is left untouched on any error, with one log
+ * line saying why: -EBADMSG: not a snapshot, or a damaged one (checksum,
+ * truncation, a record or value this vCPU cannot hold); -EPROTONOSUPPORT:
+ * a newer format than this library reads; -EXDEV: another model, another
+ * narrowing or another event filter; -EINVAL: NULL arguments; -ENOMEM.
+ */
+VPMU_API int vpmu_vcpu_restore(struct vpmu_vcpu *vcpu, const void *buf, size_t len);
 
 /* ---- MSRs and RDPMC ----------------------------------------------------- */
 

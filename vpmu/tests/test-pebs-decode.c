@@ -12,8 +12,9 @@
 #include <string.h>
 
 #include "bits.h"
-#include "msr-index.h"
+#include "vpmu/msr.h"
 #include "pebs-decode.h"
+#include "pebs-record.h"
 #include "pebs-values.h"
 
 static uint8_t buf[8192];

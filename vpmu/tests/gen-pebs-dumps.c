@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "bits.h"
-#include "msr-index.h"
-#include "pebs-dump.h"
+#include "vpmu/msr.h"
+#include "vpmu/pebs.h"
 #include "pebs-record.h"
 #include "pebs-values.h"
 
