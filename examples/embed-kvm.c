@@ -18,8 +18,11 @@
  *      KVM_CAP_X86_USER_SPACE_MSR, so every PMU MSR access exits;
  *   4. run loop: vpmu_vcpu_sync() before KVM_RUN, KVM_EXIT_X86_RDMSR/WRMSR
  *      -> vpmu_msr_read/write (error -> #GP), a PMI callback that the loop
- *      turns into an MSI/NMI per vpmu_lvt_decode() of the LVT (set its
- *      mask bit with KVM_SET_LAPIC) and vpmu_pmi_delivered();
+ *      turns into an MSI/NMI per vpmu_lvt_decode() of the LVT entry, to
+ *      the vCPU's own APIC ID, masking the entry alone (x2APIC MSR 834H
+ *      with KVM_SET_MSRS; never KVM_SET_LAPIC, which rewrites the whole
+ *      APIC and loses interrupts), then vpmu_pmi_delivered(), or
+ *      vpmu_pmi_merged() when KVM_SIGNAL_MSI returns 0;
  *   5. RDPMC: KVM emulates it in the kernel, so write vpmu_rdpmc_peek() values
  *      into KVM's PMU counters (host-initiated KVM_SET_MSRS) before entry.
  *
@@ -78,33 +81,84 @@ static void on_pmi(void *data, struct vpmu_vcpu *vcpu)
 	((struct vm *) data)->pmi_pending = 1;
 }
 
+#define MSR_IA32_APICBASE 0x1b
+#define APICBASE_EXTD	  (1u << 10) /* x2APIC mode */
+#define APICBASE_EN	  (1u << 11)
+#define X2APIC_ID	  0x802 /* x2APIC MSRs: 800H + xAPIC offset / 16 */
+#define X2APIC_LVTPC	  0x834
+
+/*
+ * The PMI as the guest's LVT performance-counter entry says. Hardware
+ * sets the entry's mask bit on delivery. Never do that with KVM_GET_LAPIC
+ * + KVM_SET_LAPIC: KVM_SET_LAPIC replaces the whole APIC state (IRR, ISR,
+ * timer) with the copy, and an IPI or timer interrupt that arrived in
+ * between is lost. In x2APIC mode the entry is an MSR that KVM_SET_MSRS
+ * writes alone; in xAPIC mode KVM cannot write one register, so the entry
+ * is only read and the guest's handler (which unmasks it anyway) keeps it.
+ */
 static void deliver_pmi(struct vm *vm)
 {
-	struct kvm_lapic_state lapic;
+	union {
+		struct kvm_msrs h;
+		uint8_t storage[sizeof(struct kvm_msrs) + 2 * sizeof(struct kvm_msr_entry)];
+	} m;
 	struct vpmu_lvt lvt;
-	uint32_t v;
+	uint32_t v, id;
+	int x2apic, r;
 
 	vm->pmi_pending = 0;
-	if (ioctl(vm->cpu, KVM_GET_LAPIC, &lapic) < 0)
-		die("KVM_GET_LAPIC");
-	memcpy(&v, lapic.regs + 0x340, 4); /* LVT performance counter */
+	memset(&m, 0, sizeof(m));
+	m.h.nmsrs = 1;
+	m.h.entries[0].index = MSR_IA32_APICBASE;
+	if (ioctl(vm->cpu, KVM_GET_MSRS, &m) != 1)
+		die("KVM_GET_MSRS IA32_APIC_BASE");
+	if (!(m.h.entries[0].data & APICBASE_EN))
+		return; /* a disabled APIC delivers nothing */
+	x2apic = !!(m.h.entries[0].data & APICBASE_EXTD);
+	if (x2apic) {
+		m.h.nmsrs = 2;
+		m.h.entries[0] = (struct kvm_msr_entry){ .index = X2APIC_LVTPC };
+		m.h.entries[1] = (struct kvm_msr_entry){ .index = X2APIC_ID };
+		if (ioctl(vm->cpu, KVM_GET_MSRS, &m) != 2)
+			die("KVM_GET_MSRS x2APIC LVT and ID");
+		v = (uint32_t) m.h.entries[0].data;
+		id = (uint32_t) m.h.entries[1].data;
+	} else {
+		struct kvm_lapic_state lapic; /* read only */
+
+		if (ioctl(vm->cpu, KVM_GET_LAPIC, &lapic) < 0)
+			die("KVM_GET_LAPIC");
+		memcpy(&v, lapic.regs + 0x340, 4); /* LVT performance counter */
+		memcpy(&id, lapic.regs + 0x20, 4); /* APIC ID in bits 31:24 */
+		id >>= 24;
+	}
 	vpmu_lvt_decode(v, &lvt);
 	if (lvt.action == VPMU_LVT_DROP)
 		return;
-	memcpy(lapic.regs + 0x340, &lvt.after, 4); /* the mask bit, as hardware sets it */
-	if (ioctl(vm->cpu, KVM_SET_LAPIC, &lapic) < 0)
-		die("KVM_SET_LAPIC");
+	if (x2apic) {
+		m.h.nmsrs = 1;
+		m.h.entries[0] = (struct kvm_msr_entry){ .index = X2APIC_LVTPC, .data = lvt.after };
+		if (ioctl(vm->cpu, KVM_SET_MSRS, &m) != 1)
+			die("KVM_SET_MSRS x2APIC LVT");
+	}
 	if (lvt.action == VPMU_LVT_NMI) {
 		if (ioctl(vm->cpu, KVM_NMI, 0) < 0)
 			die("KVM_NMI");
-	} else {
-		struct kvm_msi msi = { .address_lo = 0xfee00000,
-				       .data = lvt.vector }; /* APIC ID 0 */
+		vpmu_pmi_delivered(vm->pmu);
+		return;
+	}
+	{
+		/* to this vCPU's own APIC: physical destination, fixed, edge */
+		struct kvm_msi msi = { .address_lo = 0xfee00000u | id << 12, .data = lvt.vector };
 
-		if (ioctl(vm->fd, KVM_SIGNAL_MSI, &msi) < 0)
+		r = ioctl(vm->fd, KVM_SIGNAL_MSI, &msi);
+		if (r < 0)
 			die("KVM_SIGNAL_MSI");
 	}
-	vpmu_pmi_delivered(vm->pmu);
+	if (r == 0)
+		vpmu_pmi_merged(vm->pmu); /* merged with the same vector pending in the IRR */
+	else
+		vpmu_pmi_delivered(vm->pmu);
 }
 
 /*

@@ -8,7 +8,9 @@
  * bit its model does not have.
  *
  * Input: [model][flags][nr_gp][nr_fixed][version] then 10-byte ops
- *        [op][sel][value: 8 bytes little-endian].
+ *        [op][sel][value: 8 bytes little-endian]. Flags bits 2:0 narrow
+ *        the model, bit 3 picks backend NONE, bit 4 sets vpmu_config.tsx,
+ *        bit 5 gives the host TSX.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -19,14 +21,23 @@
 #include "fuzz.h"
 
 static unsigned int pmis;
+static bool host_tsx;
+
+static bool fuzz_host_tsx(void)
+{
+	return host_tsx;
+}
 
 static void on_pmi(void *data, struct vpmu_vcpu *vcpu)
 {
 	struct vpmu_stats st;
 
 	pmis++;
-	/* what a PMI handler may call back */
-	vpmu_pmi_delivered(vcpu);
+	/* what a PMI handler may call back: delivered, or merged by the APIC */
+	if (pmis % 3)
+		vpmu_pmi_delivered(vcpu);
+	else
+		vpmu_pmi_merged(vcpu);
 	(void) vpmu_stats_read(vcpu, &st);
 }
 
@@ -52,7 +63,7 @@ static void check_invariants(const struct vpmu_vcpu *v)
 	CHECK(!(v->debugctl & ~k->debugctl));
 	for (unsigned int i = 0; i < VPMU_MAX_GP; i++) {
 		CHECK(!(v->gp[i].value & ~k->gp_width));
-		CHECK(!(v->gp[i].evtsel & ~k->evtsel));
+		CHECK(!(v->gp[i].evtsel & ~(k->evtsel | (i == 2 ? k->evtsel2_extra : 0))));
 		CHECK(i < v->model.nr_gp || (!v->gp[i].value && !v->gp[i].evtsel));
 	}
 	for (unsigned int i = 0; i < VPMU_MAX_FIXED; i++)
@@ -75,6 +86,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cfg.version = (int) (data[4] % 8) - 1;
 	cfg.backend = data[1] & 8 ? VPMU_BACKEND_NONE : VPMU_BACKEND_EXACT;
 	cfg.pmi = on_pmi;
+	cfg.tsx = data[1] & 16;
+	host_tsx = data[1] & 32;
+	vpmu_host_tsx = fuzz_host_tsx;
 	if (vpmu_vcpu_new(&cfg, &v) < 0)
 		return 0;
 	n = vpmu_msr_list(v, msrs, 512);
@@ -155,7 +169,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 			CHECK(vpmu_stats_read(v, &st) == 0);
 			CHECK(st.version == VPMU_STATS_VERSION);
-			CHECK(st.pmis_requested >= st.pmis_delivered);
+			CHECK(st.pmis_requested >= st.pmis_delivered + st.pmis_merged);
 			break;
 		}
 		}

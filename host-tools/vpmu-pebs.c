@@ -22,14 +22,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bits.h"
 #include "msr-index.h"
 #include "pebs-decode.h"
 #include "pebs-dump.h"
 
-/* Far above any PEBS buffer a guest can have (arch PEBS: 4 KiB << 15). */
-#define MAX_FILE_SIZE (1ULL << 30)
+/*
+ * The most bytes of records a dump holds: vpmu-vmm writes no more
+ * (PEBS_DUMP_MAX in vmm-glue/pebs-dump.c), and this tool reads no more
+ * (architectural PEBS buffers end at 4 KiB << 15 = 128 MiB).
+ */
+#define VPMU_PEBS_DUMP_MAX_RECORDS (256ull << 20)
+/* The largest header_size this tool skips over (later versions may grow it). */
+#define VPMU_PEBS_DUMP_MAX_HEADER 4096u
 
 static const char *prog = "vpmu-pebs";
 
@@ -79,49 +86,143 @@ struct dump {
 
 #define HDR(field) offsetof(struct vpmu_pebs_dump_header, field)
 
-/* Whole-file read; returns NULL after printing the one error line. */
-static uint8_t *read_file(const char *path, size_t *ret_len)
+/* Read exactly n bytes; how many came (less at the end of the file or on an error). */
+static size_t read_n(FILE *f, uint8_t *buf, size_t n)
 {
+	size_t got = 0;
+
+	while (got < n) {
+		size_t r = fread(buf + got, 1, n - got, f);
+
+		if (r == 0)
+			break;
+		got += r;
+	}
+	return got;
+}
+
+/*
+ * The dump, header first: its fixed part is read and checked (magic,
+ * version, sizes within VPMU_PEBS_DUMP_MAX_*) before anything else, then
+ * exactly the bytes it declares, which must be all the file holds. So a
+ * file that is no dump (/dev/zero, a disk image) costs one header read,
+ * and a hostile header at most the declared limit. Returns NULL after
+ * printing the one error line.
+ */
+static uint8_t *read_dump(const char *path, size_t *ret_len)
+{
+	const size_t fixed = sizeof(struct vpmu_pebs_dump_header);
+	uint8_t hdr[sizeof(struct vpmu_pebs_dump_header)], *buf = NULL;
+	uint32_t version, header_size;
+	uint64_t records_len;
+	struct stat st;
+	size_t got, total, cap;
 	FILE *f = fopen(path, "rb");
-	uint8_t *buf = NULL;
-	size_t len = 0, cap = 0;
 
 	if (!f) {
 		fprintf(stderr, "%s: cannot open %s: %s\n", prog, path, strerror(errno));
 		return NULL;
 	}
-	for (;;) {
-		size_t n;
+	if (fstat(fileno(f), &st) < 0) {
+		fprintf(stderr, "%s: cannot stat %s: %s\n", prog, path, strerror(errno));
+		goto fail;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "%s: %s is a directory, not a PEBS dump\n", prog, path);
+		goto fail;
+	}
+	got = read_n(f, hdr, fixed);
+	if (ferror(f)) {
+		fprintf(stderr, "%s: cannot read %s: %s\n", prog, path, strerror(errno));
+		goto fail;
+	}
+	if (got < fixed) {
+		fprintf(stderr, "%s: %s: %zu bytes, shorter than the %zu-byte dump header\n", prog,
+			path, got, fixed);
+		goto fail;
+	}
+	if (memcmp(hdr + HDR(magic), VPMU_PEBS_DUMP_MAGIC, 8)) {
+		fprintf(stderr, "%s: %s: not a PEBS dump (no %s magic)\n", prog, path,
+			VPMU_PEBS_DUMP_MAGIC);
+		goto fail;
+	}
+	version = le32(hdr + HDR(version));
+	if (version != VPMU_PEBS_DUMP_VERSION) {
+		fprintf(stderr, "%s: %s: dump version %" PRIu32 ", this tool reads version %d\n",
+			prog, path, version, VPMU_PEBS_DUMP_VERSION);
+		goto fail;
+	}
+	header_size = le32(hdr + HDR(header_size));
+	if (header_size < fixed || header_size > VPMU_PEBS_DUMP_MAX_HEADER) {
+		fprintf(stderr,
+			"%s: %s: impossible header size %" PRIu32
+			" (a header has %zu to %u bytes)\n",
+			prog, path, header_size, fixed, VPMU_PEBS_DUMP_MAX_HEADER);
+		goto fail;
+	}
+	records_len = le64(hdr + HDR(records_len));
+	if (records_len > VPMU_PEBS_DUMP_MAX_RECORDS) {
+		fprintf(stderr,
+			"%s: %s: header says %" PRIu64 " bytes of records, more than a dump holds "
+			"(%llu MiB): damaged\n",
+			prog, path, records_len, VPMU_PEBS_DUMP_MAX_RECORDS >> 20);
+		goto fail;
+	}
+	total = header_size + (size_t) records_len;
+	if (S_ISREG(st.st_mode) && (uint64_t) st.st_size != total) {
+		fprintf(stderr,
+			"%s: %s: header says %" PRIu64 " bytes of records, the file has %lld after "
+			"the header (truncated or damaged)\n",
+			prog, path, records_len, (long long) st.st_size - (long long) header_size);
+		goto fail;
+	}
+	/*
+	 * A regular file has the size the header says; from a pipe or a
+	 * device the buffer grows with what really comes, never past `total`.
+	 */
+	cap = S_ISREG(st.st_mode) || total < 65536 ? total : 65536;
+	buf = malloc(cap);
+	if (!buf) {
+		fprintf(stderr, "%s: %s: out of memory for %zu bytes\n", prog, path, cap);
+		goto fail;
+	}
+	memcpy(buf, hdr, fixed);
+	got = fixed;
+	while (got < total) {
+		size_t want, step;
 
-		if (len == cap) {
+		if (got == cap) {
 			uint8_t *nb;
 
-			if (cap >= MAX_FILE_SIZE) {
-				fprintf(stderr, "%s: %s: larger than %llu MiB, not a PEBS dump\n",
-					prog, path, MAX_FILE_SIZE >> 20);
-				goto fail;
-			}
-			cap = cap ? 2 * cap : 65536;
+			cap = cap > total / 2 ? total : 2 * cap;
 			nb = realloc(buf, cap);
 			if (!nb) {
-				fprintf(stderr, "%s: %s: out of memory\n", prog, path);
+				fprintf(stderr, "%s: %s: out of memory for %zu bytes\n", prog, path,
+					cap);
 				goto fail;
 			}
 			buf = nb;
 		}
-		n = fread(buf + len, 1, cap - len, f);
-		len += n;
-		if (n == 0) {
-			if (ferror(f)) {
-				fprintf(stderr, "%s: cannot read %s: %s\n", prog, path,
-					strerror(errno));
-				goto fail;
-			}
-			break;
-		}
+		want = cap - got;
+		step = read_n(f, buf + got, want);
+		got += step;
+		if (step < want)
+			break; /* the end of the file, or an error */
+	}
+	if (ferror(f)) {
+		fprintf(stderr, "%s: cannot read %s: %s\n", prog, path, strerror(errno));
+		goto fail;
+	}
+	/* a pipe or a device: what it gives must be what the header says, no more, no less */
+	if (got < total || fgetc(f) != EOF) {
+		fprintf(stderr,
+			"%s: %s: header says %" PRIu64 " bytes of records, the file has %s "
+			"(truncated or damaged)\n",
+			prog, path, records_len, got < total ? "fewer" : "more");
+		goto fail;
 	}
 	fclose(f);
-	*ret_len = len;
+	*ret_len = total;
 	return buf;
 fail:
 	free(buf);
@@ -486,7 +587,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	d.path = argv[optind];
-	buf = read_file(d.path, &len);
+	buf = read_dump(d.path, &len);
 	if (!buf)
 		return 1;
 	if (parse_header(&d, buf, len) < 0) {

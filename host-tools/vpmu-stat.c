@@ -165,7 +165,8 @@ static int parse_number(struct jparser *jp, struct jv *v)
 	char text[64], *end;
 	size_t len;
 
-	while (jp->p < jp->end && strchr("+-0123456789.eE", *jp->p))
+	/* a NUL byte is not part of a number (strchr would match the terminator) */
+	while (jp->p < jp->end && *jp->p && strchr("+-0123456789.eE", *jp->p))
 		jp->p++;
 	len = (size_t) (jp->p - start);
 	if (!len || len >= sizeof(text))
@@ -335,6 +336,61 @@ static double now_s(void)
 	return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
 }
 
+/*
+ * `s` for a terminal or a log: bytes outside printable ASCII as \xHH, so
+ * that a server's strings cannot carry escape sequences to the reader's
+ * terminal. Truncated to fit `size`.
+ */
+static const char *esc(const char *s, char *buf, size_t size)
+{
+	size_t n = 0;
+
+	for (; *s && n + 5 < size; s++) {
+		unsigned char c = (unsigned char) *s;
+
+		if (c < 0x20 || c >= 0x7f)
+			n += (size_t) snprintf(buf + n, size - n, "\\x%02x", c);
+		else
+			buf[n++] = (char) c;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+/* The path as given, escaped (for error lines; one static buffer). */
+static const char *esc_path(const char *path)
+{
+	static char buf[4 * sizeof(((struct sockaddr_un *) 0)->sun_path) + 8];
+
+	return esc(path, buf, sizeof(buf));
+}
+
+/*
+ * Only a server of this user or root is believed: another user could put
+ * a socket where a VMM's used to be and serve anything.
+ */
+static int check_peer(int fd, const char *path)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred)) {
+		snprintf(errline, sizeof(errline),
+			 "%s: cannot tell who serves it (SO_PEERCRED: %s)", esc_path(path),
+			 strerror(errno));
+		return -EPERM;
+	}
+	if (cred.uid != geteuid() && cred.uid != 0) {
+		snprintf(errline, sizeof(errline),
+			 "%s: served by uid %u (pid %d), not by this user (uid %u) or root: "
+			 "not reading it",
+			 esc_path(path), (unsigned int) cred.uid, (int) cred.pid,
+			 (unsigned int) geteuid());
+		return -EPERM;
+	}
+	return 0;
+}
+
 static int fetch(struct vm *vm)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -371,6 +427,9 @@ static int fetch(struct vm *vm)
 			 vm->path, strerror(errno), vm->path);
 		goto out;
 	}
+	r = check_peer(fd, vm->path);
+	if (r < 0)
+		goto out;
 	for (;;) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		double left = deadline - now_s();
@@ -423,6 +482,22 @@ static int fetch(struct vm *vm)
 			 "another user's VMM?)",
 			 vm->path);
 		goto out;
+	}
+	/*
+	 * vpmu_stats_to_json() writes printable ASCII and escapes the rest:
+	 * a raw control byte (NUL included) or non-ASCII byte is not from it.
+	 */
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char) buf[i];
+
+		if ((c < 0x20 && c != '\n' && c != '\r' && c != '\t') || c >= 0x7f) {
+			r = -EBADMSG;
+			snprintf(errline, sizeof(errline),
+				 "%s: malformed reply: byte 0x%02x at offset %zu (a snapshot is "
+				 "printable ASCII)",
+				 esc_path(vm->path), c, i);
+			goto out;
+		}
 	}
 	buf[len] = '\0';
 	vm->when = now_s();
@@ -661,16 +736,20 @@ static double rate(uint64_t now, uint64_t before, double dt)
 static void print_table(const struct vm *vm, const struct vm *prev)
 {
 	double dt = prev ? vm->when - prev->when : 0;
+	/* every string from the server escaped (esc): it may hold terminal escapes */
+	char e1[160], e2[160];
 
-	printf("VM %s (%s pid %" PRIu64 ")\n", vm->path,
-	       str(&vm->doc, "vmm") ? str(&vm->doc, "vmm") : "?", num(&vm->doc, "pid"));
+	printf("VM %s (%s pid %" PRIu64 ")\n", esc(vm->path, e1, sizeof(e1)),
+	       esc(str(&vm->doc, "vmm") ? str(&vm->doc, "vmm") : "?", e2, sizeof(e2)),
+	       num(&vm->doc, "pid"));
 	FOR_EACH_VCPU(vm, v)
 	{
 		const struct jv *pv = prev_vcpu(prev, num(v, "index"));
 		unsigned int hidden = 0;
 
 		printf("  vCPU %" PRIu64 ": model %s, backend %s, snapshot %" PRIu64 "\n",
-		       num(v, "index"), sstr(v, "model"), sstr(v, "backend"), num(v, "seq"));
+		       num(v, "index"), esc(sstr(v, "model"), e1, sizeof(e1)),
+		       esc(sstr(v, "backend"), e2, sizeof(e2)), num(v, "seq"));
 		printf("    MSR accesses: %" PRIu64 " reads, %" PRIu64 " writes, %" PRIu64
 		       " #GP; %" PRIu64 " RDPMC\n",
 		       num(v, "msr_reads"), num(v, "msr_writes"), num(v, "msr_faults"),
@@ -685,6 +764,7 @@ static void print_table(const struct vm *vm, const struct vm *prev)
 		if (pv)
 			printf(" (%.1f/s)",
 			       rate(num(v, "pmis_delivered"), num(pv, "pmis_delivered"), dt));
+		printf(", %" PRIu64 " merged", num(v, "pmis_merged"));
 		printf("\n    PEBS records: %" PRIu64 " written (%" PRIu64 " bytes), %" PRIu64
 		       " skipped, %" PRIu64 " deferred; DS walk faults %" PRIu64 "\n",
 		       num(v, "pebs_records"), num(v, "pebs_bytes"), num(v, "pebs_skipped"),
@@ -696,21 +776,22 @@ static void print_table(const struct vm *vm, const struct vm *prev)
 		{
 			const struct jv *pc = prev_counter(prev, num(v, "index"), num(c, "slot"));
 			const char *ev = counter_event(v, c);
-			char name[16], enc[24], backing[40];
+			char name[48], enc[24], backing[96], e3[160];
 
 			if (!counter_shown(c)) {
 				hidden++;
 				continue;
 			}
-			snprintf(name, sizeof(name), "%s%" PRIu64, sstr(c, "kind"),
+			snprintf(name, sizeof(name), "%.40s%" PRIu64, esc(sstr(c, "kind"), e1, 40),
 				 num(c, "index"));
 			snprintf(enc, sizeof(enc), "%#" PRIx64, num(c, "config"));
-			snprintf(backing, sizeof(backing), "%s/%s", sstr(v, "backend"),
-				 sstr(c, "state"));
+			snprintf(backing, sizeof(backing), "%.47s/%.47s",
+				 esc(sstr(v, "backend"), e1, 47), esc(sstr(c, "state"), e2, 47));
 			printf("    %-8s %-34s %-12s %-16s %20" PRIu64 " %10" PRIu64 " %8" PRIu64
 			       " %8" PRIu64,
-			       name, ev ? ev : "(unknown event)", enc, backing, num(c, "count"),
-			       num(c, "overflows"), num(c, "creates"), num(c, "updates"));
+			       name, ev ? esc(ev, e3, sizeof(e3)) : "(unknown event)", enc, backing,
+			       num(c, "count"), num(c, "overflows"), num(c, "creates"),
+			       num(c, "updates"));
 			if (pc)
 				printf(" %15.1f", rate(num(c, "count"), num(pc, "count"), dt));
 			else if (prev)
@@ -724,17 +805,25 @@ static void print_table(const struct vm *vm, const struct vm *prev)
 	}
 }
 
-/* A Prometheus label value: backslash, double quote and newline escaped. */
+/*
+ * A Prometheus label value: backslash, double quote and newline escaped as
+ * the format says; any other byte outside printable ASCII (a server's
+ * terminal escape) written as the text \xHH, its backslash escaped.
+ */
 static void label(const char *name, const char *value, bool comma)
 {
 	printf("%s=\"", name);
 	for (const char *p = value; *p; p++) {
-		if (*p == '\\' || *p == '"')
-			printf("\\%c", *p);
-		else if (*p == '\n')
+		unsigned char c = (unsigned char) *p;
+
+		if (c == '\\' || c == '"')
+			printf("\\%c", c);
+		else if (c == '\n')
 			printf("\\n");
+		else if (c < 0x20 || c >= 0x7f)
+			printf("\\\\x%02x", c);
 		else
-			putchar(*p);
+			putchar(c);
 	}
 	printf("\"%s", comma ? "," : "");
 }
@@ -763,6 +852,8 @@ static void print_prometheus(const struct vm *vms, size_t nr)
 		  "PMIs the vPMU asked the VMM for." },
 		{ "vpmu_pmis_delivered_total", "pmis_delivered",
 		  "PMIs the VMM delivered to the guest." },
+		{ "vpmu_pmis_merged_total", "pmis_merged",
+		  "PMIs merged into an interrupt still pending in the guest's APIC." },
 		{ "vpmu_pebs_records_total", "pebs_records",
 		  "PEBS records written into the guest." },
 		{ "vpmu_pebs_bytes_total", "pebs_bytes", "Bytes of PEBS records written." },

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "bzimage.h"
+#include "kvm-pmi.h"
 #include "kvm-setup.h"
 #include "kvm.h"
 #include "msr-index.h"
@@ -28,8 +29,6 @@
 #define IDENTITY_MAP_ADDR      0xfffbc000u
 #define RAM_LIMIT	       0xc0000000ull /* the PCI hole starts at 3 GiB */
 #define KICK_SIGNAL	       SIGUSR2	     /* makes KVM_RUN return on another vCPU thread */
-#define APIC_LVTPC	       0x340
-#define APIC_LVT_MASKED	       (1u << 16)
 #define MSR_IA32_TSC	       0x10
 #define MSR_IA32_MISC_ENABLE   0x1a0
 #define MAX_SHADOW	       16
@@ -56,6 +55,7 @@ struct kvm_cpu {
 	struct vpmu_vcpu *pmu;
 	pthread_t thread;
 	bool pmi_pending;
+	bool pmi_warned; /* a PMI ioctl failed: said once */
 	/* counter MSRs KVM refused as RDPMC shadow: bit i IA32_PMCi, 32+i IA32_FIXED_CTRi */
 	uint64_t shadow_refused;
 	struct kvm_vm_stats st; /* this vCPU's share, summed by kvm_vm_stats */
@@ -285,10 +285,15 @@ static int cpu_init(struct kvm_vm *vm, unsigned int i, const struct kvm_cpuid2 *
 	vc.log_data = vm->cfg.pmu_log_data;
 	vc.log_level = VPMU_LOG_WARNING;
 	vc.linear_bits = 48;
-	for (unsigned int e = 0; e < supported->nent; e++)
-		if (supported->entries[e].function == 0x80000008 &&
-		    ((supported->entries[e].eax >> 8) & 0xff) == 57)
+	for (unsigned int e = 0; e < supported->nent; e++) {
+		const struct kvm_cpuid_entry2 *k = &supported->entries[e];
+
+		if (k->function == 0x80000008 && ((k->eax >> 8) & 0xff) == 57)
 			vc.linear_bits = 57; /* the host has 5-level paging, so has the guest */
+		/* the guest's leaf 7 is KVM's: HLE (EBX[4]) or RTM (EBX[11]) makes IN_TX valid */
+		if (k->function == 7 && k->index == 0 && (k->ebx & (1u << 4 | 1u << 11)))
+			vc.tsx = true;
+	}
 	for (;;) {
 		r = vpmu_vcpu_new(&vc, &c->pmu);
 		if (r < 0) {
@@ -479,6 +484,7 @@ void kvm_vm_stats(struct kvm_vm *vm, struct kvm_vm_stats *ret)
 		ret->msr_exits += s->msr_exits;
 		ret->io_exits += s->io_exits;
 		ret->pmis += s->pmis;
+		ret->pmis_merged += s->pmis_merged;
 		ret->nmis += s->nmis;
 		ret->shadow_writes += s->shadow_writes;
 		ret->signals += s->signals;
@@ -657,37 +663,51 @@ static int cpu_fail(struct kvm_cpu *c, int r, const char *fmt, ...)
 	return r;
 }
 
+static int cpu_vcpu_ioctl(void *ctx, unsigned long request, void *arg)
+{
+	return ioctl(((struct kvm_cpu *) ctx)->fd, request, arg);
+}
+
+static int cpu_vm_ioctl(void *ctx, unsigned long request, void *arg)
+{
+	return ioctl(((struct kvm_cpu *) ctx)->vm->fd, request, arg);
+}
+
+static const struct kvm_pmi_ops cpu_pmi_ops = { cpu_vcpu_ioctl, cpu_vm_ioctl };
+
 /*
  * Deliver the PMI the vPMU asked for as the LVT performance-counter entry
- * says, and set the entry's mask bit as the local APIC does on delivery
- * (SDM Vol. 3B 21.6.3, the handler unmasks it). GLOBAL_STATUS was set by
- * the core before it asked.
+ * says, to this vCPU's own APIC ID, masking the entry as the local APIC
+ * does (x2APIC mode) without rewriting the rest of the APIC: see
+ * kvm-pmi.h. GLOBAL_STATUS was set by the core before it asked.
  */
 static void deliver_pmi(struct kvm_cpu *c)
 {
-	struct kvm_lapic_state lapic;
-	struct kvm_msi msi;
-	uint32_t lvt;
+	int r;
 
 	c->pmi_pending = false;
-	if (ioctl(c->fd, KVM_GET_LAPIC, &lapic) < 0)
-		return;
-	memcpy(&lvt, lapic.regs + APIC_LVTPC, 4);
-	if (kvm_pmi_msi(lvt, c->index, &msi) < 0)
-		return; /* masked or not a PMI mode: hardware drops it too */
-	lvt |= APIC_LVT_MASKED;
-	memcpy(lapic.regs + APIC_LVTPC, &lvt, 4);
-	if (ioctl(c->fd, KVM_SET_LAPIC, &lapic) < 0)
-		return;
-	if ((msi.data & 0x700) == 0x400) {
-		if (ioctl(c->fd, KVM_NMI, 0) < 0)
-			return;
+	r = kvm_pmi_deliver(&cpu_pmi_ops, c, c->pmu);
+	switch (r) {
+	case KVM_PMI_DELIVERED_NMI:
 		c->st.nmis++;
-	} else if (ioctl(c->vm->fd, KVM_SIGNAL_MSI, &msi) < 0) {
-		return;
+		/* fall through */
+	case KVM_PMI_DELIVERED:
+		c->st.pmis++;
+		break;
+	case KVM_PMI_MERGED:
+		c->st.pmis_merged++;
+		break;
+	case KVM_PMI_DROPPED:
+		break;
+	default:
+		if (!c->pmi_warned)
+			kvm_warn(c,
+				 "vCPU %u: a PMI could not be delivered: %s (later ones are "
+				 "counted as requested, not delivered)",
+				 c->index, strerror(-r));
+		c->pmi_warned = true;
+		break;
 	}
-	c->st.pmis++;
-	vpmu_pmi_delivered(c->pmu);
 }
 
 static uint64_t shadow_bit(uint32_t msr)

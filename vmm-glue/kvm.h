@@ -4,8 +4,9 @@
  * in userspace. Every PMU MSR of the model exits to userspace through
  * KVM_X86_SET_MSR_FILTER and goes to vpmu_msr_read/write; CPUID comes
  * from the model (KVM_SET_CPUID2); PMIs are MSIs or NMIs to the vCPU's
- * local APIC as its LVT performance-counter entry says, with the entry's
- * mask bit set as hardware does. KVM's own PMU is kept, counting nothing,
+ * own local APIC as its LVT performance-counter entry says, with the
+ * entry's mask bit set as hardware does in x2APIC mode, and nothing else
+ * of the APIC rewritten (kvm-pmi.h). KVM's own PMU is kept, counting nothing,
  * as the RDPMC shadow: stock KVM emulates guest RDPMC in the kernel, so
  * the vPMU's counter values are written into it (host-initiated
  * KVM_SET_MSRS) before every entry, and a guest RDPMC reads them at most
@@ -72,6 +73,7 @@ int kvm_vm_run(struct kvm_vm *vm, int *ret_status, char *err, size_t errlen);
 
 struct kvm_vm_stats {
 	uint64_t exits, msr_exits, io_exits, pmis, nmis, shadow_writes, signals;
+	uint64_t pmis_merged; /* KVM_SIGNAL_MSI returned 0: merged with a pending interrupt */
 };
 /* Summed over the vCPUs; call after kvm_vm_run returned. */
 void kvm_vm_stats(struct kvm_vm *vm, struct kvm_vm_stats *ret);

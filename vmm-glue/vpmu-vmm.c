@@ -7,20 +7,15 @@
  * device.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <linux/perf_event.h>
-#include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/time.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +24,7 @@
 #include "kvm.h"
 #include "loader.h"
 #include "pebs-dump.h"
+#include "stats-server.h"
 #include "vpmu/vpmu.h"
 
 #define EXIT_VMM_ERROR 2 /* even: a debug-exit status is always odd */
@@ -247,17 +243,18 @@ static void summary_vpmu(struct vpmu_vcpu *vcpu)
 		return;
 	fprintf(stderr,
 		"vpmu-vmm: vpmu %s/%s: %llu MSR reads, %llu writes, %llu #GP, %llu RDPMC, "
-		"%llu overflows, %llu PMIs requested, %llu delivered\n",
+		"%llu overflows, %llu PMIs requested, %llu delivered, %llu merged\n",
 		v.model, v.backend, (unsigned long long) v.msr_reads,
 		(unsigned long long) v.msr_writes, (unsigned long long) v.msr_faults,
 		(unsigned long long) v.rdpmcs, (unsigned long long) v.overflows,
-		(unsigned long long) v.pmis_requested, (unsigned long long) v.pmis_delivered);
+		(unsigned long long) v.pmis_requested, (unsigned long long) v.pmis_delivered,
+		(unsigned long long) v.pmis_merged);
 	for (unsigned int i = 0; i < VPMU_STATS_COUNTERS; i++) {
 		const struct vpmu_counter_stats *c = &v.counters[i];
 		const char *state;
 		char note[96];
 
-		if (!(c->flags & VPMU_CTR_PROGRAMMED) && !c->overflows)
+		if (!(c->flags & VPMU_CTR_PROGRAMMED) && !c->overflows && !v.log_repeats[i])
 			continue;
 		if (c->time_enabled)
 			fprintf(stderr,
@@ -278,326 +275,23 @@ static void summary_vpmu(struct vpmu_vcpu *vcpu)
 		fprintf(stderr, "vpmu-vmm:   %s%u config %#llx count %llu overflows %llu%s\n",
 			i < 8 ? "gp" : "fixed", i < 8 ? i : i - 8, (unsigned long long) c->config,
 			(unsigned long long) c->count, (unsigned long long) c->overflows, note);
+		/* the library logs one line per counter and reason: the rest are counted */
+		if (v.log_repeats[i])
+			fprintf(stderr,
+				"vpmu-vmm:   %s%u: its warning above repeated %llu times, not "
+				"logged again\n",
+				i < 8 ? "gp" : "fixed", i < 8 ? i : i - 8,
+				(unsigned long long) v.log_repeats[i]);
 	}
 }
 
-/* ---- the stats endpoint (--stats PATH) ----------------------------------- */
+/* ---- the stats endpoint (--stats PATH): stats-server.c --------------------- */
 
-/*
- * A Unix stream socket served by its own thread: each accepted peer of our
- * uid gets one JSON snapshot and is closed. Nothing here ever waits on a
- * client: sockets are non-blocking, the thread sleeps only in poll(), and
- * a client that does not take its snapshot within STATS_CLIENT_MS is
- * dropped. vpmu_stats_read() never stops the vCPU.
- */
-#define STATS_MAX_CLIENTS  32
-#define STATS_CLIENT_MS	   2000
-#define STATS_SNAPSHOT_MAX (1u << 20)
-
-struct stats_client {
-	int fd;
-	char *buf;
-	size_t len, off;
-	uint64_t deadline; /* CLOCK_MONOTONIC ms */
-};
-
-struct stats_server {
-	int listen_fd;
-	int wake[2]; /* a byte on wake[1] stops the thread */
-	pthread_t thread;
-	bool running;
-	struct vpmu_vcpu *vcpus[1];
-	unsigned int nr_vcpus;
-	struct stats_client clients[STATS_MAX_CLIENTS];
-	unsigned int nr_clients;
-};
-
-/* For the SIGINT/SIGTERM handler: the socket to remove (async-signal-safe unlink). */
-static char stats_path[sizeof(((struct sockaddr_un *) 0)->sun_path)];
-static volatile sig_atomic_t stats_path_set;
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
-}
-
-/* Only a peer of our own effective uid may read the figures. */
-static bool stats_peer_allowed(int fd)
-{
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred))
-		return false;
-	return cred.uid == geteuid();
-}
-
-/* The snapshot document, malloc'ed; NULL if it cannot be built. */
-static char *stats_snapshot(struct stats_server *srv, size_t *ret_len)
-{
-	size_t cap = 4096, len;
-	char *buf = NULL;
-
-	for (;;) {
-		char *nb = realloc(buf, cap);
-		bool again = false;
-
-		if (!nb)
-			break;
-		buf = nb;
-		len = (size_t) snprintf(buf, cap,
-					"{\"version\":1,\"vmm\":\"vpmu-vmm\",\"pid\":%ld,"
-					"\"vcpus\":[",
-					(long) getpid());
-		for (unsigned int i = 0; i < srv->nr_vcpus && len < cap; i++) {
-			struct vpmu_stats st;
-			size_t n;
-			int r;
-
-			if (vpmu_stats_read(srv->vcpus[i], &st) < 0)
-				continue;
-			if (i)
-				buf[len++] = ',';
-			r = vpmu_stats_to_json(&st, i, buf + len, cap - len, &n);
-			if (r == -ENOSPC) {
-				again = true;
-				break;
-			}
-			if (r < 0)
-				goto fail;
-			len += n;
-		}
-		if (!again && len + 4 <= cap) {
-			memcpy(buf + len, "]}\n", 4);
-			*ret_len = len + 3;
-			return buf;
-		}
-		if (cap >= STATS_SNAPSHOT_MAX)
-			break;
-		cap *= 2;
-	}
-fail:
-	free(buf);
-	return NULL;
-}
-
-static void stats_drop(struct stats_server *srv, unsigned int i)
-{
-	close(srv->clients[i].fd);
-	free(srv->clients[i].buf);
-	srv->clients[i] = srv->clients[--srv->nr_clients];
-}
-
-static void stats_accept(struct stats_server *srv)
-{
-	/* bounded per round, so a connect storm cannot starve the clients we have */
-	for (unsigned int n = 0; n < 16 && srv->nr_clients < STATS_MAX_CLIENTS; n++) {
-		struct stats_client *c;
-		int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-		if (fd < 0)
-			return;
-		if (!stats_peer_allowed(fd)) {
-			close(fd);
-			continue;
-		}
-		c = &srv->clients[srv->nr_clients];
-		c->buf = stats_snapshot(srv, &c->len);
-		if (!c->buf) {
-			close(fd);
-			continue;
-		}
-		c->fd = fd;
-		c->off = 0;
-		c->deadline = now_ms() + STATS_CLIENT_MS;
-		srv->nr_clients++;
-	}
-}
-
-/* Returns false when the client is done with (sent, failed or hung up). */
-static bool stats_serve(struct stats_client *c, short revents)
-{
-	char junk[4096];
-	ssize_t n;
-
-	if (revents & POLLIN) {
-		/* a client may send anything; it is read and ignored */
-		while ((n = read(c->fd, junk, sizeof(junk))) > 0)
-			;
-	}
-	if (revents & (POLLERR | POLLNVAL))
-		return false;
-	if (revents & POLLOUT) {
-		while (c->off < c->len) {
-			n = send(c->fd, c->buf + c->off, c->len - c->off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (n < 0)
-				return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-			c->off += (size_t) n;
-		}
-		shutdown(c->fd, SHUT_WR);
-		return false;
-	}
-	return !(revents & POLLHUP);
-}
-
-static void *stats_thread(void *data)
-{
-	struct stats_server *srv = data;
-	struct pollfd pfd[2 + STATS_MAX_CLIENTS];
-
-	for (;;) {
-		uint64_t now = now_ms(), next = UINT64_MAX;
-		unsigned int nfds = 2;
-		int timeout;
-
-		pfd[0] = (struct pollfd){ .fd = srv->wake[0], .events = POLLIN };
-		/* at the client limit, new peers wait in the backlog */
-		pfd[1] = (struct pollfd){ .fd = srv->nr_clients < STATS_MAX_CLIENTS ? srv->listen_fd
-										    : -1,
-					  .events = POLLIN };
-		for (unsigned int i = 0; i < srv->nr_clients; i++) {
-			pfd[nfds++] = (struct pollfd){ .fd = srv->clients[i].fd,
-						       .events = POLLIN | POLLOUT };
-			if (srv->clients[i].deadline < next)
-				next = srv->clients[i].deadline;
-		}
-		timeout = next == UINT64_MAX ? -1 : next <= now ? 0 : (int) (next - now);
-		if (poll(pfd, nfds, timeout) < 0 && errno != EINTR)
-			break;
-		if (pfd[0].revents)
-			break;
-		now = now_ms();
-		/* walk backwards: stats_drop moves the last client into slot i */
-		for (unsigned int i = nfds - 2; i-- > 0;) {
-			if (!stats_serve(&srv->clients[i], pfd[2 + i].revents) ||
-			    srv->clients[i].deadline <= now)
-				stats_drop(srv, i);
-		}
-		if (pfd[1].revents & POLLIN)
-			stats_accept(srv);
-	}
-	while (srv->nr_clients)
-		stats_drop(srv, srv->nr_clients - 1);
-	return NULL;
-}
-
-/* Bind `path`, replacing a stale socket nobody listens on. One line in `err` on failure. */
-static int stats_listen(const char *path, char *err, size_t errlen)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat stb;
-	mode_t old;
-	int fd, r;
-
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(err, errlen, "--stats %s: path too long (at most %zu bytes)", path,
-			 sizeof(sa.sun_path) - 1);
-		return -ENAMETOOLONG;
-	}
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	if (lstat(path, &stb) == 0) {
-		int probe;
-
-		if (!S_ISSOCK(stb.st_mode)) {
-			snprintf(err, errlen,
-				 "--stats %s: exists and is not a socket: remove it or pick "
-				 "another path",
-				 path);
-			return -EEXIST;
-		}
-		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (probe < 0) {
-			snprintf(err, errlen, "--stats %s: socket: %s", path, strerror(errno));
-			return -errno;
-		}
-		r = connect(probe, (struct sockaddr *) &sa, sizeof(sa));
-		close(probe);
-		if (r == 0) {
-			snprintf(err, errlen,
-				 "--stats %s: another process serves this socket: pick "
-				 "another path",
-				 path);
-			return -EADDRINUSE;
-		}
-		unlink(path); /* stale: left by a VMM that was killed */
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		snprintf(err, errlen, "--stats %s: socket: %s", path, strerror(errno));
-		return -errno;
-	}
-	/* mode 0600 from the start: no window where another uid could connect */
-	old = umask(0177);
-	r = bind(fd, (struct sockaddr *) &sa, sizeof(sa));
-	umask(old);
-	if (r < 0 || listen(fd, 64) < 0) {
-		r = -errno;
-		snprintf(err, errlen, "--stats %s: cannot listen: %s", path, strerror(errno));
-		close(fd);
-		return r;
-	}
-	return fd;
-}
-
-static int stats_start(struct stats_server *srv, const char *path, struct vpmu_vcpu *vcpu,
+static int stats_start(struct stats_server **srv, const char *path, struct vpmu_vcpu *vcpu,
 		       char *err, size_t errlen)
 {
-	sigset_t all, old;
-	int r;
-
-	memset(srv, 0, sizeof(*srv));
-	srv->vcpus[0] = vcpu;
-	srv->nr_vcpus = vcpu ? 1 : 0;
-	srv->listen_fd = stats_listen(path, err, errlen);
-	if (srv->listen_fd < 0)
-		return srv->listen_fd;
-	memcpy(stats_path, path, strlen(path) + 1);
-	stats_path_set = 1;
-	if (pipe2(srv->wake, O_CLOEXEC) < 0) {
-		r = -errno;
-		snprintf(err, errlen, "--stats %s: pipe: %s", path, strerror(errno));
-		goto fail;
-	}
-	/* signals go to the vCPU thread, where the handler removes the socket */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	r = -pthread_create(&srv->thread, NULL, stats_thread, srv);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r < 0) {
-		snprintf(err, errlen, "--stats %s: cannot start the server thread: %s", path,
-			 strerror(-r));
-		close(srv->wake[0]);
-		close(srv->wake[1]);
-		goto fail;
-	}
-	srv->running = true;
-	return 0;
-fail:
-	close(srv->listen_fd);
-	stats_path_set = 0;
-	unlink(path);
-	return r;
-}
-
-static void stats_stop(struct stats_server *srv)
-{
-	char c = 0;
-
-	if (!srv->running)
-		return;
-	while (write(srv->wake[1], &c, 1) < 0 && errno == EINTR)
-		;
-	pthread_join(srv->thread, NULL);
-	srv->running = false;
-	close(srv->wake[0]);
-	close(srv->wake[1]);
-	close(srv->listen_fd);
-	stats_path_set = 0;
-	unlink(stats_path);
+	/* the stop signals' handler removes the socket (stats_server_unlink_path) */
+	return stats_server_start(path, &vcpu, vcpu ? 1 : 0, srv, err, errlen);
 }
 
 /* ---- host-counter signals ----------------------------------------------- */
@@ -625,8 +319,7 @@ static struct kvm_vm *volatile stop_vm;
 static void on_stop_signal(int sig)
 {
 	if (stop_sig && sig != SIGALRM) {
-		if (stats_path_set)
-			unlink(stats_path);
+		stats_server_unlink_path();
 		_exit(128 + sig);
 	}
 	if (!stop_sig)
@@ -721,7 +414,7 @@ struct run_args {
 
 static int run_kvm(const struct kvm_vm_config *kc, const struct run_args *a)
 {
-	struct stats_server srv = { .running = false };
+	struct stats_server *srv = NULL;
 	struct kvm_vm *vm = NULL;
 	struct vmm_boot boot;
 	struct vmm_module mod = { a->initrd_data, a->initrd_size, a->initrd };
@@ -770,7 +463,8 @@ static int run_kvm(const struct kvm_vm_config *kc, const struct run_args *a)
 		fprintf(stderr, "vpmu-vmm: %s\n", err);
 		status = EXIT_VMM_ERROR;
 	}
-	stats_stop(&srv);
+	stats_server_stop(srv);
+	srv = NULL;
 	if (a->verbose || stop_sig) {
 		struct kvm_vm_stats st;
 
@@ -810,7 +504,7 @@ int main(int argc, char **argv)
 	};
 	const char *accel = "auto", *counters = "auto", *append = NULL, *initrd = NULL;
 	const char *stats = NULL, *dump = NULL, *filter_path = NULL;
-	struct stats_server srv = { .running = false };
+	struct stats_server *srv = NULL;
 	struct emu_config cfg;
 	struct emu *emu = NULL;
 	struct vmm_boot boot;
@@ -1124,7 +818,8 @@ int main(int argc, char **argv)
 		status = EXIT_VMM_ERROR;
 	}
 	/* before emu_free: the server thread reads the vCPU's stats */
-	stats_stop(&srv);
+	stats_server_stop(srv);
+	srv = NULL;
 	if (dump && pebs_dump(emu, dump, err, sizeof(err)) < 0) {
 		fprintf(stderr, "vpmu-vmm: %s\n", err);
 		status = EXIT_VMM_ERROR;
@@ -1132,7 +827,8 @@ int main(int argc, char **argv)
 	if (verbose || r == -EINTR)
 		summary(emu);
 out:
-	stats_stop(&srv);
+	stats_server_stop(srv);
+	srv = NULL;
 	emu_free(emu);
 	free(image);
 	free(initrd_data);

@@ -82,10 +82,8 @@ static int perf_update(void *state, unsigned int ctr, const struct vpmu_hw_want 
 		/* -ENOENT from the map means "the host has nothing for it" */
 		int err = r == -ENOENT && s->host.kind != HOST_PMU_HW ? -EOPNOTSUPP : r;
 
-		if (s->set.ctr[ctr].warned != err)
-			hc_log_error(&s->set, ctr, err, why ? why : "no host event",
-				     "mapping the event");
-		s->set.ctr[ctr].warned = err;
+		hc_log_error(&s->set, ctr, LOG_MAP, err, why ? why : "no host event",
+			     "mapping the event");
 		return hc_update(&s->set, ctr, want, NULL, err, ret_delta);
 	}
 	p.attr.precise_ip = 0;

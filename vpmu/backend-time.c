@@ -118,10 +118,11 @@ static int time_update(void *state, unsigned int ctr, const struct vpmu_hw_want 
 
 	if (want->ev.kind != HEV_NONE && clk == CLK_NONE) {
 		if (s->set.ctr[ctr].warned != -EOPNOTSUPP)
-			vpmu_logf(s->set.vcpu, VPMU_LOG_INFO,
-				  "time backend: counter %s%u: only cycle "
-				  "events count from CPU time; this one is unbacked",
-				  ctr >= 32 ? "fixed" : "gp", ctr >= 32 ? ctr - 32 : ctr);
+			ctr_logf(s->set.vcpu, ctr, LOG_REASON(LOG_CLOCK_ONLY, -EOPNOTSUPP),
+				 VPMU_LOG_INFO,
+				 "time backend: counter %s%u: only cycle "
+				 "events count from CPU time; this one is unbacked",
+				 ctr >= 32 ? "fixed" : "gp", ctr >= 32 ? ctr - 32 : ctr);
 		s->set.ctr[ctr].warned = -EOPNOTSUPP;
 		return hc_update(&s->set, ctr, want, NULL, -EOPNOTSUPP, ret_delta);
 	}

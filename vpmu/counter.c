@@ -159,8 +159,9 @@ static void counter_update(struct vpmu_vcpu *vcpu, unsigned int ctr)
 	hw->enabled = w.enabled;
 	if (r < 0) {
 		if (hw->backed || hw->error != r)
-			vpmu_logf(vcpu, VPMU_LOG_DEBUG, "counter %u: event %#llx unbacked (%d)",
-				  ctr, (unsigned long long) w.ev.config, r);
+			ctr_logf(vcpu, ctr, LOG_REASON(LOG_UNBACKED, r), VPMU_LOG_DEBUG,
+				 "counter %u: event %#llx unbacked (%d)", ctr,
+				 (unsigned long long) w.ev.config, r);
 		hw->backed = false;
 		hw->error = r;
 	} else {

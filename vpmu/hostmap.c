@@ -243,6 +243,10 @@ static int map_gp(const struct vpmu_model *guest, const struct host_pmu *host,
 			carried |= ARCH_PERFMON_EVENTSEL_EQ;
 		if (guest->features & MODEL_F_UMASK2)
 			carried |= ARCH_PERFMON_EVENTSEL_UMASK2;
+		/* the host's raw event select has them at the same place (perf's in_tx, in_tx_cp)
+		 */
+		if (guest->features & MODEL_F_TSX)
+			carried |= HSW_IN_TX | HSW_IN_TX_CHECKPOINTED;
 		if (ev->config & ~carried)
 			return fail(ret_why, "event select bits the host event cannot carry");
 		out->type = PERF_TYPE_RAW;

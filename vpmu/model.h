@@ -27,6 +27,7 @@ struct vpmu_event_table;
 #define MODEL_F_UMASK2		     (1u << 5) /* CPUID.23H.0:EBX[0] */
 #define MODEL_F_EQ		     (1u << 6) /* CPUID.23H.0:EBX[1] */
 #define MODEL_F_PEBS		     (1u << 7) /* PEBS of the format in PERF_CAPABILITIES */
+#define MODEL_F_TSX		     (1u << 8) /* IN_TX / IN_TXCP: vpmu_config.tsx and a TSX host */
 
 struct vpmu_model {
 	const char *name;
@@ -57,7 +58,8 @@ struct vpmu_masks {
 	uint64_t fixed;	   /* bit i per fixed counter */
 	uint64_t gp_width; /* value bits of a GP counter */
 	uint64_t fixed_width;
-	uint64_t evtsel; /* writable IA32_PERFEVTSELx bits */
+	uint64_t evtsel;	/* writable IA32_PERFEVTSELx bits */
+	uint64_t evtsel2_extra; /* ... and those only IA32_PERFEVTSEL2 has (IN_TXCP) */
 	uint64_t fixed_ctrl;
 	uint64_t global_ctrl;
 	uint64_t global_status; /* bits GLOBAL_STATUS can hold */

@@ -294,6 +294,16 @@ static void derive_counters(const struct vpmu_model *m, struct vpmu_masks *k)
 		k->evtsel |= ARCH_PERFMON_EVENTSEL_EQ;
 	if (m->features & MODEL_F_UMASK2)
 		k->evtsel |= ARCH_PERFMON_EVENTSEL_UMASK2;
+	/*
+	 * Intel TSX: IN_TX (bit 32) on every GP counter, IN_TXCP (bit 33) on
+	 * IA32_PERFEVTSEL2 only (SDM Vol. 3B 22.3.6.5), when the guest is told
+	 * of HLE or RTM and the host has them, as KVM has it.
+	 */
+	if (m->features & MODEL_F_TSX) {
+		k->evtsel |= HSW_IN_TX;
+		if (m->nr_gp > 2)
+			k->evtsel2_extra = HSW_IN_TX_CHECKPOINTED;
+	}
 
 	for (unsigned int i = 0; i < m->nr_fixed; i++) {
 		k->fixed_ctrl |= FIXED_CTRL_OS(i) | FIXED_CTRL_USR(i) | FIXED_CTRL_PMI(i);

@@ -432,7 +432,7 @@ static int write_counter(struct vpmu_vcpu *vcpu, enum msr_kind kind, unsigned in
 		counter_write(vcpu, i, v);
 		return 0;
 	case K_EVTSEL:
-		if (v & ~k->evtsel)
+		if (v & ~(k->evtsel | (i == 2 ? k->evtsel2_extra : 0)))
 			return -EINVAL;
 		if (v != vcpu->gp[i].evtsel)
 			vcpu->dirty |= BIT_ULL(i);

@@ -359,21 +359,24 @@ static const char *errno_name(int err)
 	return NULL;
 }
 
-void hc_log_error(struct hc_set *s, unsigned int ctr, int err, const char *what, const char *why)
+void hc_log_error(struct hc_set *s, unsigned int ctr, int site, int err, const char *what,
+		  const char *why)
 {
 	struct host_ctr *c = &s->ctr[ctr];
 	const char *name = errno_name(err);
 	char num[32];
 
+	if (c->warned == err)
+		return; /* the same failure again, nothing changed since */
+	c->warned = err;
 	if (!name) {
 		snprintf(num, sizeof(num), "errno %d", -err);
 		name = num;
 	}
-	vpmu_logf(s->vcpu, c->warned == err ? VPMU_LOG_DEBUG : VPMU_LOG_WARNING,
-		  "%s backend: counter %s%u%s%s%s: %s failed (%s): it does not count",
-		  s->vcpu->backend->name, ctr_kind(ctr), ctr_index(ctr), what ? " (" : "",
-		  what ? what : "", what ? ")" : "", why, name);
-	c->warned = err;
+	ctr_logf(s->vcpu, ctr, LOG_REASON(site, err), VPMU_LOG_WARNING,
+		 "%s backend: counter %s%u%s%s%s: %s failed (%s): it does not count",
+		 s->vcpu->backend->name, ctr_kind(ctr), ctr_index(ctr), what ? " (" : "",
+		 what ? what : "", what ? ")" : "", why, name);
 }
 
 static void set_deadline(struct host_ctr *c)
@@ -562,7 +565,7 @@ static int create(struct hc_set *s, unsigned int ctr, const struct vpmu_hw_want 
 	a.wakeup_events = 1;
 	fd = perf_open(&a, s->signo, &c->ring, s->ring_pages, &ring_err);
 	if (fd < 0) {
-		hc_log_error(s, ctr, fd, p->what, "perf_event_open");
+		hc_log_error(s, ctr, LOG_OPEN, fd, p->what, "perf_event_open");
 		return fd;
 	}
 	c->fd = fd;
@@ -573,11 +576,11 @@ static int create(struct hc_set *s, unsigned int ctr, const struct vpmu_hw_want 
 	c->ring_err = ring_err;
 	c->warned = 0;
 	if (ring_err)
-		vpmu_logf(s->vcpu, VPMU_LOG_WARNING,
-			  "%s backend: counter %s%u: no ring buffer for "
-			  "overflow samples (%s): each poll reads the count instead",
-			  s->vcpu->backend->name, ctr_kind(ctr), ctr_index(ctr),
-			  strerror(-ring_err));
+		ctr_logf(s->vcpu, ctr, LOG_REASON(LOG_RING, ring_err), VPMU_LOG_WARNING,
+			 "%s backend: counter %s%u: no ring buffer for "
+			 "overflow samples (%s): each poll reads the count instead",
+			 s->vcpu->backend->name, ctr_kind(ctr), ctr_index(ctr),
+			 strerror(-ring_err));
 	s->open |= BIT_ULL(ctr);
 	set_deadline(c);
 	return 0;
@@ -655,7 +658,8 @@ int hc_update(struct hc_set *s, unsigned int ctr, const struct vpmu_hw_want *wan
 	if (want->enabled != c->host_enabled) {
 		r = perf_enable(c->fd, want->enabled);
 		if (r < 0) {
-			hc_log_error(s, ctr, r, NULL, want->enabled ? "enable" : "disable");
+			hc_log_error(s, ctr, LOG_ENABLE, r, NULL,
+				     want->enabled ? "enable" : "disable");
 			release(s, ctr);
 			*ret_delta = delta;
 			return r;
@@ -665,7 +669,7 @@ int hc_update(struct hc_set *s, unsigned int ctr, const struct vpmu_hw_want *wan
 	}
 	r = arm(s, ctr, have_read, false);
 	if (r < 0)
-		hc_log_error(s, ctr, r, NULL, "re-arming the overflow (late overflows)");
+		hc_log_error(s, ctr, LOG_ARM, r, NULL, "re-arming the overflow (late overflows)");
 	*ret_delta = delta;
 	return 0;
 }

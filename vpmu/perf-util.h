@@ -141,7 +141,7 @@ struct host_ctr {
 	struct perf_count last; /* latest count read or sampled */
 	int ring_err;		/* no ring buffer: why */
 	int read_err;		/* the last read() failed: why (-EBUSY: not scheduled) */
-	int warned;		/* errno last logged for this counter */
+	int warned;		/* errno last logged for this counter, since its event changed */
 	uint64_t samples, lost, spurious, rearms;
 	bool past_wrap; /* the guest counter wrapped at `mark`; no guest read or write since */
 	uint64_t mark;
@@ -180,7 +180,12 @@ struct host_pmu;
 /* backend-perf.c: how it learns the host's PMU (tests substitute a host). */
 extern int (*perf_backend_detect)(struct host_pmu *ret);
 
-/* Log `err` for counter `ctr` once per distinct errno (WARNING, then DEBUG). */
-void hc_log_error(struct hc_set *s, unsigned int ctr, int err, const char *what, const char *why);
+/*
+ * Log `err` for counter `ctr` at `site` (enum log_site): a WARNING when it
+ * is not the error last logged for the counter, through ctr_logf (one
+ * line per counter and reason for the life of the vCPU, then counted).
+ */
+void hc_log_error(struct hc_set *s, unsigned int ctr, int site, int err, const char *what,
+		  const char *why);
 
 #endif

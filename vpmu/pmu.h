@@ -42,6 +42,32 @@ struct vpmu_stats_pub {
 	uint64_t words[sizeof(struct vpmu_stats) / 8];
 };
 
+/*
+ * Log lines about one counter: one per reason for the life of the vCPU
+ * (ctr_logf); the repeats are counted. A reason is a site and an errno
+ * (LOG_REASON); a counter remembers this many, later new ones count as
+ * repeats too, so a guest cannot make more lines than this per counter.
+ */
+#define VPMU_LOG_REASONS 8
+#define LOG_REASON(site, err)                                                                      \
+	((int) ((unsigned int) (site) << 16 | ((unsigned int) -(err) &0xffff)))
+
+enum log_site {
+	LOG_MAP = 1,	/* no host event for the guest event */
+	LOG_OPEN,	/* perf_event_open failed */
+	LOG_ENABLE,	/* enabling or disabling the host event failed */
+	LOG_ARM,	/* re-arming the overflow failed */
+	LOG_RING,	/* no ring buffer */
+	LOG_CLOCK_ONLY, /* the time backend counts only cycles */
+	LOG_UNBACKED,	/* the core's note of an unbacked counter */
+};
+
+struct vpmu_log_seen {
+	int reason[VPMU_LOG_REASONS];
+	unsigned int nr;
+	uint64_t repeats;
+};
+
 #define VPMU_MSR_KINDS	 32
 #define VPMU_MSR_LUT_END 0x1a00 /* past the highest PMU MSR vpmu models */
 
@@ -54,6 +80,7 @@ struct vpmu_vcpu {
 	vpmu_log_fn log;
 	void *log_data;
 	enum vpmu_log_level log_level;
+	struct vpmu_log_seen log_seen[VPMU_STATS_COUNTERS]; /* by stats slot; never reset */
 
 	struct vpmu_gp gp[VPMU_MAX_GP];
 	struct vpmu_fixed fixed[VPMU_MAX_FIXED];
@@ -174,5 +201,16 @@ int msr_restore(struct vpmu_vcpu *vcpu, uint32_t msr, uint64_t v);
 
 void vpmu_logf(const struct vpmu_vcpu *vcpu, enum vpmu_log_level level, const char *fmt, ...)
 	VPMU_PRINTF(3, 4);
+/*
+ * A line about counter `ctr` (GLOBAL_CTRL numbering) for `reason`
+ * (LOG_REASON): logged the first time in the vCPU's life, counted in the
+ * counter's log_repeats after that. Lines the log level filters out are
+ * neither logged nor counted.
+ */
+void ctr_logf(struct vpmu_vcpu *vcpu, unsigned int ctr, int reason, enum vpmu_log_level level,
+	      const char *fmt, ...) VPMU_PRINTF(5, 6);
+
+/* Whether the host has Intel TSX (HLE or RTM in its CPUID); tests substitute a host. */
+extern bool (*vpmu_host_tsx)(void);
 
 #endif

@@ -88,8 +88,16 @@ static const char *event_name(const struct vpmu_event_table *t, unsigned int slo
 	return ev ? ev->name : NULL;
 }
 
+/* A value the caller's struct may not have: NULL leaves the key out. */
+static void put_opt(struct out *o, const char *key, const uint64_t *v)
+{
+	if (v)
+		put(o, ",\"%s\":%" PRIu64, key, *v);
+}
+
 static void put_counter(struct out *o, const struct vpmu_event_table *t, unsigned int slot,
-			const struct vpmu_counter_stats *c, uint64_t time_discarded)
+			const struct vpmu_counter_stats *c, const uint64_t *time_discarded,
+			const uint64_t *log_repeats)
 {
 	static const struct {
 		uint32_t bit;
@@ -109,24 +117,27 @@ static void put_counter(struct out *o, const struct vpmu_event_table *t, unsigne
 		put_str(o, name, 256);
 	else
 		put(o, "null");
+	put(o, ",\"count\":%" PRIu64 ",\"time_enabled\":%" PRIu64 ",\"time_running\":%" PRIu64,
+	    c->count, c->time_enabled, c->time_running);
+	put_opt(o, "time_discarded", time_discarded);
 	put(o,
-	    ",\"count\":%" PRIu64 ",\"time_enabled\":%" PRIu64 ",\"time_running\":%" PRIu64
-	    ",\"time_discarded\":%" PRIu64 ",\"overflows\":%" PRIu64 ",\"creates\":%" PRIu64
-	    ",\"updates\":%" PRIu64 ",\"flags\":[",
-	    c->count, c->time_enabled, c->time_running, time_discarded, c->overflows, c->creates,
-	    c->updates);
+	    ",\"overflows\":%" PRIu64 ",\"creates\":%" PRIu64 ",\"updates\":%" PRIu64
+	    ",\"flags\":[",
+	    c->overflows, c->creates, c->updates);
 	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
 		if (!(c->flags & flags[i].bit))
 			continue;
 		put(o, "%s\"%s\"", first ? "" : ",", flags[i].name);
 		first = false;
 	}
-	put(o, "],\"state\":\"%s\",\"error\":%" PRId32 "}",
+	put(o, "],\"state\":\"%s\",\"error\":%" PRId32,
 	    c->flags & VPMU_CTR_BACKED	   ? "backed"
 	    : c->flags & VPMU_CTR_UNBACKED ? "unbacked"
 	    : c->flags & VPMU_CTR_FILTERED ? "filtered"
 					   : "idle",
 	    c->error);
+	put_opt(o, "log_repeats", log_repeats);
+	put(o, "}");
 }
 
 /*
@@ -172,13 +183,20 @@ int vpmu_stats_to_json_sized(const struct vpmu_stats *st, size_t st_size, unsign
 	FIELD(pebs_deferred);
 	FIELD(walk_faults);
 #undef FIELD
+	put_opt(&o, "pmis_merged",
+		ABI_HAS(struct vpmu_stats, st_size, pmis_merged) ? &st->pmis_merged : NULL);
 	put(&o, ",\"counters\":[");
 	for (unsigned int i = 0; i < VPMU_STATS_COUNTERS; i++) {
 		if (!(st->counters[i].flags & VPMU_CTR_IMPLEMENTED))
 			continue;
 		if (!first)
 			put(&o, ",");
-		put_counter(&o, t, i, &st->counters[i], st->time_discarded[i]);
+		put_counter(&o, t, i, &st->counters[i],
+			    ABI_HAS(struct vpmu_stats, st_size, time_discarded)
+				    ? &st->time_discarded[i]
+				    : NULL,
+			    ABI_HAS(struct vpmu_stats, st_size, log_repeats) ? &st->log_repeats[i]
+									     : NULL);
 		first = false;
 	}
 	put(&o, "]}");

@@ -36,6 +36,7 @@ static void counter_stats(struct vpmu_vcpu *vcpu, unsigned int ctr, unsigned int
 			cs->flags |= VPMU_CTR_RUNNING;
 	}
 	cs->error = hw->error;
+	vcpu->stats.log_repeats[slot] = vcpu->log_seen[slot].repeats;
 	cs->time_enabled = cs->time_running = 0;
 	vcpu->stats.time_discarded[slot] = 0;
 	if (vcpu->backend->info && hw->backed) {
@@ -125,5 +126,11 @@ void vpmu_pmi_delivered(struct vpmu_vcpu *vcpu)
 {
 	vcpu->pmi_outstanding = false;
 	vcpu->stats.pmis_delivered++;
+	stats_publish(vcpu);
+}
+
+void vpmu_pmi_merged(struct vpmu_vcpu *vcpu)
+{
+	vcpu->stats.pmis_merged++;
 	stats_publish(vcpu);
 }

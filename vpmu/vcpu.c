@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* vCPU lifetime: creation from a (narrowed) model, reset, logging. */
+#include <cpuid.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +32,52 @@ void vpmu_logf(const struct vpmu_vcpu *vcpu, enum vpmu_log_level level, const ch
 	log_va(vcpu->log, vcpu->log_data, vcpu->log_level, level, fmt, ap);
 	va_end(ap);
 }
+
+/* The stats slot of a counter: GP i at i, fixed i at 8 + i. */
+static unsigned int log_slot(unsigned int ctr)
+{
+	return ctr >= 32 ? 8 + (ctr - 32) : ctr;
+}
+
+void ctr_logf(struct vpmu_vcpu *vcpu, unsigned int ctr, int reason, enum vpmu_log_level level,
+	      const char *fmt, ...)
+{
+	struct vpmu_log_seen *seen;
+	va_list ap;
+
+	if (!vcpu->log || level > vcpu->log_level || log_slot(ctr) >= VPMU_STATS_COUNTERS)
+		return;
+	seen = &vcpu->log_seen[log_slot(ctr)];
+	for (unsigned int i = 0; i < seen->nr; i++) {
+		if (seen->reason[i] == reason) {
+			seen->repeats++;
+			vcpu->stats_dirty = true;
+			return;
+		}
+	}
+	if (seen->nr == VPMU_LOG_REASONS) {
+		/* as many lines as this counter will ever get: a guest cannot make more */
+		seen->repeats++;
+		vcpu->stats_dirty = true;
+		return;
+	}
+	seen->reason[seen->nr++] = reason;
+	va_start(ap, fmt);
+	log_va(vcpu->log, vcpu->log_data, vcpu->log_level, level, fmt, ap);
+	va_end(ap);
+}
+
+/* CPUID.(EAX=07H,ECX=0):EBX[4] HLE, [11] RTM (SDM Vol. 2A, CPUID) of the host. */
+static bool host_cpuid_tsx(void)
+{
+	unsigned int a, b, c, d;
+
+	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+		return false;
+	return b & (1u << 4 | 1u << 11);
+}
+
+bool (*vpmu_host_tsx)(void) = host_cpuid_tsx;
 
 VPMU_PRINTF(3, 4)
 static void cfg_logf(const struct vpmu_config *cfg, enum vpmu_log_level level, const char *fmt, ...)
@@ -124,6 +171,8 @@ static int vcpu_model(struct vpmu_vcpu *vcpu, const struct vpmu_model *base,
 		}
 		vcpu->model.linear_bits = (uint8_t) cfg->linear_bits;
 	}
+	if (ABI_HAS(struct vpmu_config, cfg->size, tsx) && cfg->tsx && vpmu_host_tsx())
+		vcpu->model.features |= MODEL_F_TSX;
 	model_derive(&vcpu->model, &vcpu->mask);
 	msr_counts_init(vcpu);
 	return 0;

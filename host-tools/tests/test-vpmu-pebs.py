@@ -10,6 +10,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 PEBS, GEN = sys.argv[1], sys.argv[2]
 failures = []
@@ -128,6 +129,70 @@ with tempfile.TemporaryDirectory() as d:
     zero = bytearray(good_arch)
     struct.pack_into("<Q", zero, HDR, 0)
     one_error_line(*run(bad("zero", bytes(zero))), "arch record size 0")
+
+    # Files that are no dump, or whose header lies: refused from the header, in one
+    # line, with bounded memory and time (peak RSS from wait4 of that one run).
+    def measured(*args, feed=None):
+        t = time.time()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                o = os.open(os.path.join(d, "m.out"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                e = os.open(os.path.join(d, "m.err"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                os.dup2(o, 1)
+                os.dup2(e, 2)
+                os.execv(PEBS, [PEBS, *args])
+            finally:
+                os._exit(127)
+        if feed:
+            feed()
+        _, status, ru = os.wait4(pid, 0)
+        with open(os.path.join(d, "m.out")) as f:
+            out = f.read()
+        with open(os.path.join(d, "m.err")) as f:
+            err = f.read()
+        return os.waitstatus_to_exitcode(status), out, err, ru.ru_maxrss, time.time() - t
+
+    # the child's peak RSS counts this Python's pages until its exec (~12 MiB); before
+    # the header came first, `vpmu-pebs /dev/zero` peaked at 1.05 GB
+    def bounded(what, args, pattern, feed=None, rss_kb=64 * 1024):
+        rc, out, err, rss, took = measured(*args, feed=feed)
+        one_error_line(rc, out, err, what)
+        check(not out, f"{what}: nothing on stdout")
+        check(pattern in err, f"{what}: says {pattern!r}: {err.strip()!r}")
+        check(rss < rss_kb, f"{what}: peak RSS {rss} KiB, under {rss_kb}")
+        check(took < 10, f"{what}: {took:.1f} s")
+        print(f"{what}: exit {rc}, {rss} KiB peak, {took:.2f} s: {err.strip()}")
+
+    bounded("/dev/zero", ["/dev/zero"], "no VPMUPEBS magic")
+    bounded("/dev/urandom", ["/dev/urandom"], "no VPMUPEBS magic")
+    bounded("a directory", [d], "a directory")
+    bounded("header_size 4097", [bad("hsize4097", good4[:12] + struct.pack("<I", 4097) +
+                                     good4[16:])], "impossible header size 4097")
+    bounded("records_len 255 MiB, a short file",
+            [bad("lie255", records_len(good4, 255 << 20))], "truncated or damaged")
+    bounded("records_len over the limit", [bad("lie257", records_len(good4, 257 << 20))],
+            "more than a dump holds (256 MiB)")
+
+    # a pipe: no size to compare with; it must give what the header says, no more
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+
+    def writer(data):
+        def feed():
+            with open(fifo, "wb") as f:
+                try:
+                    f.write(data)
+                except BrokenPipeError:
+                    pass
+        return feed
+
+    bounded("pipe: 200 MiB declared, a few bytes given", [fifo],
+            "the file has fewer", feed=writer(records_len(good4, 200 << 20)))
+    bounded("pipe: more than declared", [fifo], "the file has more",
+            feed=writer(good4 + b"\0" * 4096))
+    rc, out, err, rss, took = measured(fifo, feed=writer(good4))
+    check(rc == 0 and err == "" and "records" in out, f"pipe: a good dump decodes ({err!r})")
 
     # Garbage: random bytes in the records, random lengths: never a crash.
     rng = random.Random(8)

@@ -275,6 +275,113 @@ def cred_check(sock):
     check(os.WEXITSTATUS(st) == 0, 'mode 0600 keeps another uid from connecting')
 
 
+def refused(args_sock, what, pattern):
+    """vpmu-vmm --stats PATH refused before the guest runs: exit 2, one line."""
+    p = subprocess.run([VMM, '--accel', 'emu', '--stats', args_sock, KERNEL], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    check(p.returncode == 2 and p.stderr.count('\n') == 1 and re.search(pattern, p.stderr) and
+          not p.stdout, f'{what}: refused in one line ({p.stderr.strip()!r}, exit {p.returncode})')
+
+
+def as_user(uid, fn):
+    """Run fn() in a child with uid/gid `uid`; its return value (an int) or -1."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgid(uid)
+            os.setuid(uid)
+            code = fn()
+        except Exception as e:
+            print(f'as_user: {e!r}')
+        os._exit(code)
+    _, st = os.waitpid(pid, 0)
+    return os.WEXITSTATUS(st) if os.WIFEXITED(st) else -1
+
+
+def stale_socket(path):
+    """A socket file nobody listens on, as a killed VMM leaves it."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    s.close()
+    return 0
+
+
+def socket_path_checks(tmp):
+    """The stats socket's path: shared directories, other users' sockets, the mode."""
+    # a directory every user may write to, not sticky: refused, nothing created
+    open_dir = os.path.join(tmp, 'open')
+    os.mkdir(open_dir)
+    os.chmod(open_dir, 0o777)
+    refused(os.path.join(open_dir, 'vm.sock'), 'a world-writable directory without the sticky bit',
+            r'other users can write to directory .*open.* not sticky')
+    check(os.listdir(open_dir) == [], 'nothing created in the world-writable directory')
+
+    # a sticky shared directory (as /tmp): a new path is fine...
+    shared = os.path.join(tmp, 'shared')
+    os.mkdir(shared)
+    os.chmod(shared, 0o1777)
+    mine = os.path.join(shared, 'mine.sock')
+    stale_socket(mine)
+    p, _ = start_vmm(mine, wait_ready=False)
+    up = wait_path_serving(mine)
+    p.kill()
+    p.communicate(timeout=60)
+    check(up, 'sticky shared directory: a stale socket of ours is replaced and served')
+    if os.path.exists(mine):
+        os.unlink(mine)
+
+    # ...another user's socket there is not ours to replace, not even as root
+    if os.geteuid() != 0:
+        print('SKIP: another user\'s socket in a sticky directory: needs root to make one as nobody')
+    else:
+        theirs = os.path.join(shared, 'theirs.sock')
+        os.chmod(tmp, 0o711)  # nobody may reach the shared directory
+        made = as_user(65534, lambda: stale_socket(theirs)) == 0
+        os.chmod(tmp, 0o700)
+        check(made and os.lstat(theirs).st_uid == 65534, "nobody's stale socket made")
+        if not made:
+            return
+        refused(theirs, "another user's stale socket in a sticky directory",
+                r'a socket of uid 65534 .*not this user.s to replace')
+        st = os.lstat(theirs) if os.path.lexists(theirs) else None
+        check(st is not None and stat.S_ISSOCK(st.st_mode) and st.st_uid == 65534,
+              "the other user's socket is still there, still theirs")
+        if st:
+            os.unlink(theirs)
+
+    # mode 0600 whatever the umask, and the process umask left alone
+    private = os.path.join(tmp, 'umask0.sock')
+    p = subprocess.Popen([VMM, '--accel', 'emu', '--stats', private, KERNEL],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: os.umask(0))
+    up = wait_path_serving(private)
+    mode = stat.S_IMODE(os.lstat(private).st_mode) if up else None
+    umask = None
+    try:
+        with open(f'/proc/{p.pid}/status') as f:
+            umask = re.search(r'^Umask:\s*(\d+)', f.read(), re.M).group(1)
+    except (OSError, AttributeError):
+        pass
+    p.kill()
+    p.communicate(timeout=60)
+    check(up and mode == 0o600, f'umask 0: the socket is created 0600 (mode {mode and oct(mode)})')
+    check(umask == '0000', f'the process umask is what it was (0000): {umask}')
+
+
+def wait_path_serving(path, timeout=60):
+    """The path exists and a client gets a snapshot from it."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if os.path.exists(path):
+            try:
+                return read_raw(path).startswith(b'{')
+            except OSError:
+                pass
+        time.sleep(0.05)
+    return False
+
+
 def main():
     self_test_checker()
     tmp = tempfile.mkdtemp(prefix='vpmu-stat-')
@@ -330,15 +437,17 @@ def checks(tmp):
           '--json: gp1 overflowed once per PMI')
     check(v['pmis_requested'] == pmis and v['pmis_delivered'] == pmis, '--json: PMIs requested/delivered')
     check(ctr['gp2']['state'] == 'idle' and ctr['gp2']['event'] is None, '--json: idle counter')
-    check(len(v['counters']) == 7 and v['version'] == 3 and v['msr_writes'] > 0,
-          '--json: 4 GP + 3 fixed counters, stats fields (struct version 3)')
+    check(len(v['counters']) == 7 and v['version'] == 4 and v['msr_writes'] > 0,
+          '--json: 4 GP + 3 fixed counters, stats fields (struct version 4)')
+    check(v['pmis_merged'] == 0 and all(c['log_repeats'] == 0 for c in v['counters']),
+          '--json: no merged PMI, no repeated log line')
     check(all(c['time_enabled'] == 0 and c['time_running'] == 0 and c['time_discarded'] == 0
               for c in v['counters']),
           '--json: the exact backend has no host times')
     for f in ('seq', 'msr_reads', 'msr_writes', 'msr_faults', 'rdpmcs', 'syncs', 'backend_ops',
               'backend_reads', 'creates', 'overflows', 'pmis_requested', 'pmis_delivered',
               'global_status', 'global_ctrl', 'pebs_records', 'pebs_bytes', 'pebs_skipped',
-              'pebs_deferred', 'walk_faults'):
+              'pebs_deferred', 'walk_faults', 'pmis_merged'):
         if not isinstance(v.get(f), int):
             check(False, f'--json: field {f}')
 
@@ -422,6 +531,8 @@ def checks(tmp):
         p.communicate(timeout=60)
         check(p.returncode == 128 + sig and not os.path.exists(s2),
               f'{sig.name}: vpmu-vmm stops, exits {128 + sig} and removes the socket ({p.returncode})')
+
+    socket_path_checks(tmp)
 
     print(f'{len(failures)} failed')
     return 1 if failures else 0

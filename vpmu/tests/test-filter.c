@@ -600,7 +600,8 @@ Test(filter_vcpu, stats_json)
 	cr_expect(strstr(buf, "{\"slot\":0,\"kind\":\"gp\",\"index\":0,\"config\":4391104,"), "%s",
 		  buf);
 	cr_expect(strstr(buf, "\"creates\":0,\"updates\":0,\"flags\":[\"implemented\","
-			      "\"programmed\",\"filtered\"],\"state\":\"filtered\",\"error\":0}"),
+			      "\"programmed\",\"filtered\"],\"state\":\"filtered\",\"error\":0,"
+			      "\"log_repeats\":0}"),
 		  "%s", buf);
 	vpmu_vcpu_free(v);
 	vpmu_filter_free(f);

@@ -241,6 +241,17 @@ struct vpmu_config {
 	 * field get the VPMU_0.1 size.
 	 */
 	size_t regs_size;
+	/*
+	 * The VMM's CPUID tells the guest of Intel TSX: HLE or RTM,
+	 * CPUID.(EAX=07H,ECX=0):EBX[4] or [11]. Then, where the host has TSX
+	 * too (its own CPUID), IN_TX (IA32_PERFEVTSELx bit 32) is writable on
+	 * every GP counter and IN_TXCP (bit 33) on IA32_PERFEVTSEL2 only (SDM
+	 * Vol. 3B 22.3.6.5), as KVM does; otherwise both bits are reserved
+	 * (#GP). A backend that cannot count an event with them leaves the
+	 * counter unbacked. false, and configs whose size ends before this
+	 * field: reserved.
+	 */
+	bool tsx;
 };
 
 /*
@@ -430,12 +441,27 @@ struct vpmu_lvt {
  */
 VPMU_API void vpmu_lvt_decode(uint32_t lvt, struct vpmu_lvt *ret);
 
-/* The VMM delivered the PMI it was asked for (counted in the stats). */
+/*
+ * The VMM delivered the PMI it was asked for: the guest gets an interrupt
+ * (or NMI) of its own for it (pmis_delivered in the stats).
+ */
 VPMU_API void vpmu_pmi_delivered(struct vpmu_vcpu *vcpu);
+
+/*
+ * The VMM handed the PMI to the guest's local APIC, which merged it with
+ * an interrupt of the same vector still pending in its IRR: the guest
+ * takes one interrupt for both (SDM Vol. 3A 11.8.4, "Interrupt Acceptance
+ * for Fixed Interrupts"). Called instead of vpmu_pmi_delivered(); counted
+ * in pmis_merged. A KVM VMM calls it when KVM_SIGNAL_MSI returns 0.
+ * Thereby: guest PMI interrupts == pmis_delivered, and pmis_requested -
+ * pmis_delivered - pmis_merged PMIs were dropped (a masked LVT entry).
+ */
+VPMU_API void vpmu_pmi_merged(struct vpmu_vcpu *vcpu);
 
 /* ---- statistics ---------------------------------------------------------- */
 
-#define VPMU_STATS_VERSION  3  /* 2: host times per counter; 3: time_discarded */
+/* 2: host times per counter; 3: time_discarded; 4: pmis_merged, log_repeats */
+#define VPMU_STATS_VERSION  4
 #define VPMU_STATS_COUNTERS 16 /* slots: GP i at i, fixed i at 8 + i */
 
 /* vpmu_counter_stats.flags */
@@ -502,6 +528,14 @@ struct vpmu_stats {
 	 * last period. 0 for other backends.
 	 */
 	uint64_t time_discarded[VPMU_STATS_COUNTERS];
+	uint64_t pmis_merged; /* PMIs merged into a pending interrupt (vpmu_pmi_merged) */
+	/*
+	 * Per counter slot (as counters[]): warnings about the counter not
+	 * logged. The library logs one line per counter and reason for the
+	 * life of the vCPU and counts the repeats here, so a guest toggling
+	 * an event the host cannot back cannot flood the log.
+	 */
+	uint64_t log_repeats[VPMU_STATS_COUNTERS];
 };
 
 /*
@@ -523,8 +557,8 @@ VPMU_API int vpmu_stats_read(const struct vpmu_vcpu *vcpu, struct vpmu_stats *re
  * every scalar field of struct vpmu_stats, "counters": [{"slot", "kind" ("gp" or
  * "fixed"), "index", "config", "event" (catalogue name or null), "count",
  * "time_enabled", "time_running", "time_discarded", "overflows", "creates", "updates",
- * "flags", "state" ("backed", "unbacked", "filtered" or "idle"), "error"},
- * ...]} for each implemented counter.
+ * "flags", "state" ("backed", "unbacked", "filtered" or "idle"), "error",
+ * "log_repeats"}, ...]} for each implemented counter.
  * Written NUL-terminated to `buf`; *ret_len is its length without the NUL.
  * With buf NULL and size 0, only *ret_len is set: the length needed (add
  * one for the NUL). `st_size` is sizeof(*st): fields past it are left
