@@ -387,6 +387,14 @@ static void hook_intr(uc_engine *uc, uint32_t intno, void *data)
 	/* INT n, INT3, INTO: RIP is past the instruction, which retired */
 	trap = is_int;
 	count_retire_to(emu, rip, trap);
+	/*
+	 * The privilege level and mode the exception came from are Unicorn's
+	 * now: a far transfer (IRETQ to ring 3) whose block never reached the
+	 * next block hook, because the first instruction after it faulted,
+	 * has not been seen by retire_cur. (What retired before counted at
+	 * the level it ran at.)
+	 */
+	emu_refresh_mode(emu);
 	emu->st.exceptions++;
 	if (intno == 14)
 		emu->st.page_faults++;
@@ -410,6 +418,7 @@ static bool hook_invalid(uc_engine *uc, void *data)
 		return false;
 	}
 	count_retire_to(emu, rip, false);
+	emu_refresh_mode(emu); /* as in hook_intr */
 	emu->st.exceptions++;
 	emu_raise(emu, 6, false, 0, rip); /* #UD */
 	return false;
@@ -482,16 +491,24 @@ static void pmi_cb(void *data, struct vpmu_vcpu *vcpu)
 {
 	struct emu *emu = data;
 	struct vpmu_lvt d;
+	bool merged;
 
 	vpmu_lvt_decode(lapic_lvtpc(&emu->apic), &d);
 	if (d.action == VPMU_LVT_DROP || !(emu->apic.base & APIC_BASE_ENABLE))
 		return;
 	lapic_set_lvtpc(&emu->apic, d.after);
-	if (d.action == VPMU_LVT_NMI)
+	/* one already pending for the same vector (or NMI) takes this one in: merged */
+	if (d.action == VPMU_LVT_NMI) {
+		merged = emu->nmi_pending;
 		emu->nmi_pending = true;
-	else
+	} else {
+		merged = d.vector >= 16 && (emu->apic.irr[d.vector / 32] >> (d.vector % 32) & 1);
 		lapic_set_irr(&emu->apic, d.vector);
-	vpmu_pmi_delivered(vcpu);
+	}
+	if (merged)
+		vpmu_pmi_merged(vcpu);
+	else
+		vpmu_pmi_delivered(vcpu);
 	emu->st.pmis++;
 	if (emu->st.instructions - emu->last_pmi_insns < PMI_STORM_MIN) {
 		if (++emu->storm > PMI_STORM_COUNT)

@@ -45,6 +45,7 @@
 #define VA_AD2	   0x40203000ull /* another PDE, fresh tables */
 #define VA_CODE	   0x40400000ull /* code page, run from here */
 #define VA_POKE	   0x40600000ull /* the same page, written through here */
+#define VA_NOPAGE  0x40800000ull /* never mapped */
 
 #define str(x)	#x
 #define xstr(x) str(x)
@@ -389,6 +390,25 @@ static void syscall_sysret(void)
 	       sys_r11, sys_rflags);
 }
 
+/*
+ * IRETQ to ring 3 at a page that is not there: the fetch of the first user
+ * instruction faults, from CPL 3 (SDM Vol. 3A 4.7: error code U|I/D =
+ * 0x14 with EFER.NXE set; 6.12.1: the handler runs at CPL 0 on RSP0).
+ */
+static void user_fetch_fault(void)
+{
+	uint64_t r;
+
+	pfs = 0;
+	r = user_call(VA_NOPAGE, 0);
+	report(pfs == 1 && r == (uint64_t) -1,
+	       "IRETQ to ring 3 at a missing page: one #PF, handled in ring 0 (%lu)",
+	       (unsigned long) pfs);
+	report(pf_err == 0x14 && pf_cr2 == VA_NOPAGE && pf_rip == VA_NOPAGE,
+	       "  error code U|I/D = 0x14 (%lx), CR2 = RIP = the target (%lx, %lx)", pf_err, pf_cr2,
+	       pf_rip);
+}
+
 /* mov $v, %eax; ret, written through `at` */
 static void poke_ret(uint64_t at, uint8_t v)
 {
@@ -485,6 +505,7 @@ int main(uint64_t arg)
 	no_execute();
 	accessed_dirty();
 	syscall_sysret();
+	user_fetch_fault();
 	cross_modified_code();
 	self_poking_code();
 	writing_block_runs_once();
