@@ -1046,6 +1046,33 @@ int mmu_check_identity(struct emu *emu, const struct walk_paging *p, uint64_t *r
 	return 0;
 }
 
+/*
+ * The same check for the one page at `la` (INVLPG after the guest edited
+ * an entry): -EINVAL with the physical page in *ret_gpa when `la` lies in
+ * an identity region but the tables now map it elsewhere.
+ */
+int mmu_check_identity_page(struct emu *emu, uint64_t la, uint64_t *ret_gpa)
+{
+	struct walk_paging p = paging(emu);
+	struct walk_result res;
+	uint64_t page = la & ~(PAGE - 1);
+
+	int r;
+
+	if (!(p.cr0 & CR0_PG) || !in_identity(&emu->mmu, page))
+		return 0;
+	r = walk_translate(&emu->mem, &p, page, 0, &res);
+	if (r == -EFAULT) {
+		/* mapped onto no RAM: the local APIC (Linux's fixmap) or nothing */
+		*ret_gpa = mmu_maps_apic(emu, page) ? APIC_DEFAULT_BASE : UINT64_MAX;
+		return -EINVAL;
+	}
+	if (r < 0)
+		return 0; /* not mapped: nothing is wrong until it is */
+	*ret_gpa = res.gpa & ~(PAGE - 1);
+	return *ret_gpa == page ? 0 : -EINVAL;
+}
+
 static uint8_t m_dummy[PAGE]; /* stands in for the APIC page in a walk: never read */
 
 /* Whether the guest's tables map linear page `la` onto the local APIC's page now. */
@@ -1057,10 +1084,19 @@ bool mmu_maps_apic(struct emu *emu, uint64_t la)
 	struct guest_mem mem = { .regions = regs, .nr = 0 };
 	struct walk_result res;
 
-	/* the walk must read the tables from RAM and accept the APIC page as its target */
-	for (unsigned int i = 0; i < emu->mmu.nr_ram; i++)
+	/*
+	 * The walk must read the tables from RAM and accept the APIC page as
+	 * its target; guest_mem_ptr() searches the regions in address order.
+	 */
+	for (unsigned int i = 0; i < emu->mmu.nr_ram; i++) {
+		if (emu->mmu.ram[i].gpa > apic.gpa && apic.size) {
+			regs[mem.nr++] = apic;
+			apic.size = 0;
+		}
 		regs[mem.nr++] = emu->mmu.ram[i];
-	regs[mem.nr++] = apic;
+	}
+	if (apic.size)
+		regs[mem.nr++] = apic;
 	return la < SCRATCH_BASE + SCRATCH_SIZE && la >= SCRATCH_BASE
 		       ? false
 		       : walk_translate(&mem, &p, la & ~(PAGE - 1), 0, &res) == 0 &&
