@@ -6,9 +6,9 @@ and one line saying what happened, within the test's own deadline.
 - excloop (every gate on an unmapped page, through IST): exceptions without
   end, which the old emulator delivered for ever.
 
-- cpu with 6 GiB of RAM: its APIC alias lies inside RAM's physical range,
-  which the emulator cannot map elsewhere: refused in one line, where the
-  old emulator read zeros there and went on.
+- pagebits with 6 GiB of RAM: its test pages at 1 GiB lie inside RAM's
+  physical range, which the emulator cannot map elsewhere: refused in one
+  line, where the old emulator went on with the identity page.
 
 Usage: test-no-hang.py VPMU_VMM KERNEL PHRASE BANNER [MEM]
   PHRASE: what vpmu-vmm's one line must say; BANNER: the guest's last line;
