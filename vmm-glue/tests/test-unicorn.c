@@ -548,8 +548,9 @@ Test(unicorn, syscall_only_calls_the_hook)
  * (h) emu-count.c's count_hook_new_tb marks our decode of a block stale
  * when Unicorn translates its address anew: UC_HOOK_EDGE_GENERATED fires
  * for the new translation, not when the cached one runs again, and again
- * after uc_ctl_remove_cache dropped it. (2.0.1 reports only blocks reached
- * from another block: not the first block of a run.)
+ * after uc_ctl_remove_cache dropped it. Not every new translation: in
+ * 2.0.1 a block no jump has reached yet (the first one a fresh Unicorn
+ * runs) is not reported; the guest's blocks are reached by its jumps.
  */
 static int new_tbs;
 
