@@ -118,7 +118,7 @@ int cpu_cpuid_init(struct emu *emu)
 	emu->nr_cpuid = 0;
 	add(emu, 0, 0, 0x0d, 0x756e6547, 0x6c65746e, 0x49656e69); /* GenuineIntel */
 	/*
-	 * Exactly what Unicorn 2.0.1 executes (test-emu-unicorn checks each
+	 * Exactly what Unicorn 2.0.1 executes (test-unicorn checks each
 	 * bit by running its instruction): no POPCNT, MOVBE, PCLMULQDQ,
 	 * XSAVE, AVX, RDRAND there. ECX: SSE3 SSSE3 CX16 SSE4.1 SSE4.2 x2APIC
 	 * TSC-deadline (lapic.c) AES hypervisor. EDX: FPU DE PSE TSC MSR PAE MCE CX8 APIC PGE MCA

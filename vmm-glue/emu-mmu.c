@@ -433,9 +433,10 @@ int mmu_write(struct emu *emu, uint64_t la, const void *src, size_t len)
 
 /*
  * Unicorn 2.0.1 translates a linear address through the guest's tables
- * in uc_ctl_remove_cache and uc_mem_unmap, and a page the tables do not
- * map there raises a guest #PF outside any run, which it cannot survive.
- * Those calls run with its CR0.PG clear (linear = Unicorn address, which
+ * in uc_ctl_remove_cache and uc_mem_unmap: for a page the tables do not
+ * map, remove_cache drops nothing, still returns UC_ERR_OK and writes the
+ * address into the guest's CR2 (test-unicorn pins it). Those calls run
+ * with its CR0.PG clear (linear = Unicorn address, which
  * is how Unicorn keys the window pages anyway); the TLB entries filled
  * meanwhile have no permission checks, so mmu_pg_on() flushes them unless
  * the caller knows a flush follows.
