@@ -492,6 +492,102 @@ static void writing_block_runs_once(void)
 	       (unsigned long long) r1, (unsigned long long) r2);
 }
 
+/*
+ * Instructions retired by one indirect call of `fn` (IA32_FIXED_CTR0,
+ * INST_RETIRED.ANY, ring 0; SDM Vol. 3B 20.2.2): the call, its body and the
+ * RET, plus the same fixed overhead around it every time.
+ */
+static uint64_t insns_of_call(int (*fn)(void))
+{
+	uint64_t before, after;
+
+	wrmsr(MSR_CORE_PERF_FIXED_CTR0, 0);
+	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, 0x1); /* fixed counter 0, OS */
+	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 1ull << 32);
+	before = rdpmc(1u << 30);
+	__asm__ volatile("call *%0" ::"r"(fn)
+			 : "rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "memory");
+	after = rdpmc(1u << 30);
+	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
+	return after - before;
+}
+
+/*
+ * Code rewritten through the mapping it runs from, to different
+ * instructions of the same length, counts as rewritten: `mov $1, %eax;
+ * ret` (2 instructions) becomes `xor %eax, %eax; inc %eax; nop; ret`
+ * (4), both 6 bytes, reached by an indirect call each time.
+ */
+static void rewritten_code_counts(void)
+{
+	static const uint8_t two[] = { 0xb8, 1, 0, 0, 0, 0xc3 };
+	static const uint8_t four[] = { 0x31, 0xc0, 0xff, 0xc0, 0x90, 0xc3 };
+	int (*fn)(void) = (int (*)(void))(VA_CODE + 0x300);
+	volatile uint8_t *code = (volatile uint8_t *) (VA_CODE + 0x300);
+	uint64_t n2, n2b, n4;
+
+	for (unsigned int i = 0; i < sizeof(two); i++)
+		code[i] = two[i];
+	n2 = insns_of_call(fn);
+	n2b = insns_of_call(fn);
+	for (unsigned int i = 0; i < sizeof(four); i++)
+		code[i] = four[i];
+	n4 = insns_of_call(fn);
+	report(n2 == n2b && n4 == n2 + 2,
+	       "code rewritten in place to 2 more instructions counts 2 more (%lu, %lu, then %lu)",
+	       (unsigned long) n2, (unsigned long) n2b, (unsigned long) n4);
+}
+
+/* Instructions retired by one INT3 whose #BP gate is `handler` (as insns_of_call). */
+static uint64_t insns_of_int3(void)
+{
+	uint64_t before, after;
+
+	wrmsr(MSR_CORE_PERF_FIXED_CTR0, 0);
+	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, 0x1);
+	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 1ull << 32);
+	before = rdpmc(1u << 30);
+	__asm__ volatile("int3" ::: "rax", "memory");
+	after = rdpmc(1u << 30);
+	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
+	return after - before;
+}
+
+/*
+ * The same for a handler: its first block starts a run of the emulator
+ * (an exception is delivered between runs). `mov $1, %eax; iretq` (2
+ * instructions) becomes `xor %eax, %eax; inc %eax; nop; iretq` (4), both 7
+ * bytes, rewritten through its own mapping between two INT3s.
+ */
+static void rewritten_handler_counts(void)
+{
+	static const uint8_t two[] = { 0xb8, 1, 0, 0, 0, 0x48, 0xcf };
+	static const uint8_t four[] = { 0x31, 0xc0, 0xff, 0xc0, 0x90, 0x48, 0xcf };
+	volatile uint8_t *code = (volatile uint8_t *) (VA_CODE + 0x400);
+	uint64_t a = VA_CODE + 0x400, *g, saved[2], n2, n2b, n4;
+	struct desc_ptr d;
+
+	for (unsigned int i = 0; i < sizeof(two); i++)
+		code[i] = two[i];
+	__asm__ volatile("sidt %0" : "=m"(d));
+	g = (uint64_t *) (d.base + 16 * 3);
+	saved[0] = g[0];
+	saved[1] = g[1];
+	g[0] = (a & 0xffff) | (uint64_t) KERNEL_CS << 16 | 0x8eull << 40 | (a >> 16 & 0xffff) << 48;
+	g[1] = a >> 32;
+	n2 = insns_of_int3();
+	n2b = insns_of_int3();
+	for (unsigned int i = 0; i < sizeof(four); i++)
+		code[i] = four[i];
+	n4 = insns_of_int3();
+	g[0] = saved[0];
+	g[1] = saved[1];
+	report(n2 == n2b && n4 == n2 + 2,
+	       "a handler rewritten in place to 2 more instructions counts 2 more (%lu, %lu, then "
+	       "%lu)",
+	       (unsigned long) n2, (unsigned long) n2b, (unsigned long) n4);
+}
+
 int main(uint64_t arg)
 {
 	report_prefix("pagebits: ");
@@ -510,5 +606,7 @@ int main(uint64_t arg)
 	cross_modified_code();
 	self_poking_code();
 	writing_block_runs_once();
+	rewritten_code_counts();
+	rewritten_handler_counts();
 	return report_summary();
 }
