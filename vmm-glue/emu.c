@@ -561,22 +561,22 @@ static int regs_cb(void *data, struct vpmu_vcpu *vcpu, struct vpmu_guest_regs *r
  * linear address inside RAM's physical range can only mean that physical
  * address (emu-mmu.c).
  */
-static unsigned int ram_layout(const struct emu_config *cfg, struct guest_region *r)
+static unsigned int ram_layout(const struct emu_config *cfg, struct vpmu_mem_region *r)
 {
 	uint64_t start = 0, size = cfg->mem_size;
 	unsigned int n = 0;
 
 	if (cfg->layout == EMU_LAYOUT_LINUX) {
-		r[n++] = (struct guest_region){ .gpa = 0, .size = 1ull << 20 };
+		r[n++] = (struct vpmu_mem_region){ .gpa = 0, .size = 1ull << 20 };
 		start = 16ull << 20;
 		size -= 1ull << 20;
 	}
 	if (start + size > EMU_HOLE_START) {
-		r[n++] = (struct guest_region){ .gpa = start, .size = EMU_HOLE_START - start };
+		r[n++] = (struct vpmu_mem_region){ .gpa = start, .size = EMU_HOLE_START - start };
 		size -= EMU_HOLE_START - start;
 		start = 4ull << 30;
 	}
-	r[n++] = (struct guest_region){ .gpa = start, .size = size };
+	r[n++] = (struct vpmu_mem_region){ .gpa = start, .size = size };
 	return n;
 }
 
@@ -678,7 +678,7 @@ static void start_clocks(struct emu *emu)
 
 int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t errlen)
 {
-	struct guest_region ranges[4];
+	struct vpmu_mem_region ranges[4];
 	unsigned int nr;
 	struct emu *emu;
 	uc_err ue;

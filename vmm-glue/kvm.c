@@ -21,8 +21,8 @@
 #include "kvm-pmi.h"
 #include "kvm-setup.h"
 #include "kvm.h"
-#include "msr-index.h"
 #include "platform.h"
+#include "vpmu/msr.h"
 
 #define KVM_API_VERSION_WANTED 12
 #define TSS_ADDR	       0xfffbd000u /* 3 pages below the BIOS area, as KVM wants for VMX */
@@ -30,7 +30,6 @@
 #define RAM_LIMIT	       0xc0000000ull /* the PCI hole starts at 3 GiB */
 #define KICK_SIGNAL	       SIGUSR2	     /* makes KVM_RUN return on another vCPU thread */
 #define MSR_IA32_TSC	       0x10
-#define MSR_IA32_MISC_ENABLE   0x1a0
 #define MAX_SHADOW	       16
 
 /* Linux boot layout (guest-physical) */
