@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vpmu-pebs: decode a PEBS dump file (pebs-dump.h, written by
+ * vpmu-pebs: decode a PEBS dump file (vpmu/pebs.h, written by
  * `vpmu-vmm --pebs-dump FILE`) into readable records.
  *
  *   vpmu-pebs [--json] FILE
@@ -24,10 +24,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "bits.h"
-#include "msr-index.h"
 #include "pebs-decode.h"
-#include "pebs-dump.h"
+#include "vpmu/bits.h"
+#include "vpmu/msr.h"
+#include "vpmu/pebs.h"
 
 /*
  * The most bytes of records a dump holds: vpmu-vmm writes no more
@@ -278,7 +278,7 @@ static int parse_header(struct dump *d, const uint8_t *buf, size_t len)
 			prog, p, d->records_len, len - d->header_size);
 		return -1;
 	}
-	fmt = (unsigned int) FIELD_GET(PERF_CAP_PEBS_FORMAT, d->perf_capabilities);
+	fmt = (unsigned int) VPMU_FIELD_GET(PERF_CAP_PEBS_FORMAT, d->perf_capabilities);
 	if (fmt < 3 || (fmt > 6 && fmt != PEBS_FMT_ARCH)) {
 		fprintf(stderr,
 			"%s: %s: PEBS format %u is not supported (decoded: 3, 4-6, 0xf "
@@ -311,7 +311,7 @@ static void group_names(const struct pebs_decoded *r, char *out, size_t n)
 	size_t off = 0;
 
 	out[0] = '\0';
-	for (unsigned int i = 0; i < ARRAY_SIZE(names); i++)
+	for (unsigned int i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (r->groups & (1u << i)) {
 			int w = snprintf(out + off, n - off, "%s%s", off ? " " : "", names[i]);
 
@@ -429,7 +429,7 @@ static void print_json_record(const struct dump *d, size_t idx, size_t off,
 
 	printf("%s{\"index\":%zu,\"offset\":%zu,\"size\":%zu,\"groups\":[", idx ? "," : "", idx,
 	       off, r->size);
-	for (unsigned int i = 0; i < ARRAY_SIZE(names); i++)
+	for (unsigned int i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (r->groups & (1u << i)) {
 			printf("%s\"%s\"", first ? "" : ",", names[i]);
 			first = false;
