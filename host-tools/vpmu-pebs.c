@@ -41,8 +41,10 @@
 static const char *prog = "vpmu-pebs";
 
 static const char *const gpr_names[PEBS_NR_GPRS] = {
-	"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
-	"r8",  "r9",  "r10", "r11", "r12", "r13", "r14", "r15",
+	[PEBS_RAX] = "rax", [PEBS_RCX] = "rcx", [PEBS_RDX] = "rdx", [PEBS_RBX] = "rbx",
+	[PEBS_RSP] = "rsp", [PEBS_RBP] = "rbp", [PEBS_RSI] = "rsi", [PEBS_RDI] = "rdi",
+	[PEBS_R8] = "r8",   [PEBS_R9] = "r9",	[PEBS_R10] = "r10", [PEBS_R11] = "r11",
+	[PEBS_R12] = "r12", [PEBS_R13] = "r13", [PEBS_R14] = "r14", [PEBS_R15] = "r15",
 };
 
 static void usage(FILE *f)
