@@ -118,7 +118,7 @@ int cpu_cpuid_init(struct emu *emu)
 	emu->nr_cpuid = 0;
 	add(emu, 0, 0, 0x0d, 0x756e6547, 0x6c65746e, 0x49656e69); /* GenuineIntel */
 	/*
-	 * Exactly what Unicorn 2.0.1 executes (test-emu-unicorn checks each
+	 * Exactly what Unicorn 2.0.1 executes (test-unicorn checks each
 	 * bit by running its instruction): no POPCNT, MOVBE, PCLMULQDQ,
 	 * XSAVE, AVX, RDRAND there. ECX: SSE3 SSSE3 CX16 SSE4.1 SSE4.2 x2APIC
 	 * TSC-deadline (lapic.c) AES hypervisor. EDX: FPU DE PSE TSC MSR PAE MCE CX8 APIC PGE MCA
@@ -309,6 +309,20 @@ static uint64_t gpr_mask(const struct emu *emu)
  * the paging registers to come, and Unicorn executes the MOV itself
  * (SPECIAL_NATIVE). MOV to CR8 is the local APIC's TPR, here.
  */
+/* The emulator's one layout limit (emu-mmu.c), met: say so and stop. */
+static void identity_refused(struct emu *emu, uint64_t la, uint64_t gpa)
+{
+	char where[40] = "no RAM";
+
+	if (gpa != UINT64_MAX)
+		snprintf(where, sizeof(where), "guest-physical %#llx", (unsigned long long) gpa);
+	emu_fatal(emu,
+		  "the guest maps linear %#llx onto %s, but on the emulator a linear address "
+		  "inside guest RAM's physical range is always that physical address (Unicorn "
+		  "2.0.1); use less --mem or --accel kvm",
+		  (unsigned long long) la, where);
+}
+
 static int mov_to_cr(struct emu *emu, unsigned int crn, uint64_t v)
 {
 	struct vpmu_paging next = { emu->cr0, emu->cr3, emu->cr4, emu->efer };
@@ -368,11 +382,7 @@ static int mov_to_cr(struct emu *emu, unsigned int crn, uint64_t v)
 		return -ENOENT;
 	}
 	if (mmu_check_identity(emu, &next, &bad_la, &bad_gpa) < 0) {
-		emu_fatal(emu,
-			  "the guest maps linear %#llx onto guest-physical %#llx, but on the "
-			  "emulator a linear address inside guest RAM's physical range is always "
-			  "that physical address (Unicorn 2.0.1); use --accel kvm",
-			  (unsigned long long) bad_la, (unsigned long long) bad_gpa);
+		identity_refused(emu, bad_la, bad_gpa);
 		return 0;
 	}
 	mmu_resync(emu, &next, ~0ull);
@@ -479,12 +489,17 @@ int cpu_exec_special(struct emu *emu, const struct insn *in)
 		break;
 	case SP_INVLPG: {
 		struct vpmu_paging p = { emu->cr0, emu->cr3, emu->cr4, emu->efer };
+		uint64_t bad_gpa;
 
 		if (emu->cpl) {
 			r = -EINVAL;
 			break;
 		}
 		v = count_data_address(emu, in);
+		if (mmu_check_identity_page(emu, v, &bad_gpa) < 0) {
+			identity_refused(emu, v & ~0xfffull, bad_gpa);
+			return 0;
+		}
 		mmu_resync(emu, &p, v);
 		if (mmu_maps_apic(emu, v)) {
 			/* Linux's fixmap: the page becomes MMIO, outside a run */

@@ -463,9 +463,10 @@ int mmu_write(struct emu *emu, uint64_t la, const void *src, size_t len)
 
 /*
  * Unicorn 2.0.1 translates a linear address through the guest's tables
- * in uc_ctl_remove_cache and uc_mem_unmap, and a page the tables do not
- * map there raises a guest #PF outside any run, which it cannot survive.
- * Those calls run with its CR0.PG clear (linear = Unicorn address, which
+ * in uc_ctl_remove_cache and uc_mem_unmap: for a page the tables do not
+ * map, remove_cache drops nothing, still returns UC_ERR_OK and writes the
+ * address into the guest's CR2 (test-unicorn pins it). Those calls run
+ * with its CR0.PG clear (linear = Unicorn address, which
  * is how Unicorn keys the window pages anyway); the TLB entries filled
  * meanwhile have no permission checks, so mmu_pg_on() flushes them unless
  * the caller knows a flush follows.
@@ -1075,6 +1076,33 @@ int mmu_check_identity(struct emu *emu, const struct vpmu_paging *p, uint64_t *r
 		}
 	}
 	return 0;
+}
+
+/*
+ * The same check for the one page at `la` (INVLPG after the guest edited
+ * an entry): -EINVAL with the physical page in *ret_gpa when `la` lies in
+ * an identity region but the tables now map it elsewhere.
+ */
+int mmu_check_identity_page(struct emu *emu, uint64_t la, uint64_t *ret_gpa)
+{
+	struct vpmu_paging p = paging(emu);
+	struct vpmu_walk_result res;
+	uint64_t page = la & ~(PAGE - 1);
+
+	int r;
+
+	if (!(p.cr0 & CR0_PG) || !in_identity(&emu->mmu, page))
+		return 0;
+	r = vpmu_walk_translate(emu->mem, &p, page, 0, &res, sizeof(res));
+	if (r == -EFAULT) {
+		/* mapped onto no RAM: the local APIC (Linux's fixmap) or nothing */
+		*ret_gpa = mmu_maps_apic(emu, page) ? APIC_DEFAULT_BASE : UINT64_MAX;
+		return -EINVAL;
+	}
+	if (r < 0)
+		return 0; /* not mapped: nothing is wrong until it is */
+	*ret_gpa = res.gpa & ~(PAGE - 1);
+	return *ret_gpa == page ? 0 : -EINVAL;
 }
 
 /* Whether the guest's tables map linear page `la` onto the local APIC's page now. */

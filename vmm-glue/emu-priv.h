@@ -300,6 +300,7 @@ void mmu_service(struct emu *emu);
 bool mmu_smc_service(struct emu *emu, uint64_t at, uint32_t len);
 int mmu_check_identity(struct emu *emu, const struct vpmu_paging *p, uint64_t *ret_la,
 		       uint64_t *ret_gpa);
+int mmu_check_identity_page(struct emu *emu, uint64_t la, uint64_t *ret_gpa);
 bool mmu_maps_apic(struct emu *emu, uint64_t la);
 int mmu_apic_alias(struct emu *emu, uint64_t la);
 

@@ -122,7 +122,7 @@ void emu_raise(struct emu *emu, unsigned int vector, bool has_err, uint32_t err,
  * on (the CPU state's layout), 14 after each fault and -1 after INT3.
  * Unicorn never delivers through the guest's IDT, so it never clears
  * that last one: the VMM does after each exception, or the next #PF or
- * #GP would come as a double fault. Checked by test-emu-unicorn; not
+ * #GP would come as a double fault. Checked by test-unicorn; not
  * found (another Unicorn), the VMM derives what it can.
  */
 #define OLD_EXCEPTION_OFF 112

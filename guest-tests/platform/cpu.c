@@ -46,7 +46,7 @@ static void canonical_msrs(void)
 		int r;
 
 		if (rdmsr_safe(msr, &before)) {
-			report(false, "%s (%#x) reads", address_msrs[i].name, msr);
+			report(false, "%s (0x%x) reads", address_msrs[i].name, msr);
 			continue;
 		}
 		r = wrmsr_safe(msr, NONCANONICAL);
@@ -81,7 +81,7 @@ static void machine_check(void)
 	report(rdmsr_safe(MSR_IA32_MCG_STATUS, &status) == 0 && !(status & 4),
 	       "IA32_MCG_STATUS reads, no machine check in progress (%lx)", status);
 	report(rdmsr_safe(MSR_IA32_MC0_CTL + 4 * banks, &v) == 13,
-	       "IA32_MC%u_CTL (%#x), past the %u banks: #GP", banks, MSR_IA32_MC0_CTL + 4 * banks,
+	       "IA32_MC%u_CTL (0x%x), past the %u banks: #GP", banks, MSR_IA32_MC0_CTL + 4 * banks,
 	       banks);
 	if (!(cap & (1u << 8)))
 		report(rdmsr_safe(MSR_IA32_MCG_CTL, &v) == 13,
@@ -150,7 +150,7 @@ static void noncanonical_access(void)
 	set_handler(13, 0);
 }
 
-#define VA_APIC 0x40100000ull
+#define VA_APIC 0xffffffffff5fc000ull /* where Linux's fixmap puts it */
 
 static void apic_elsewhere(void)
 {

@@ -69,8 +69,7 @@ int main(uint64_t arg)
 					  .type = 0x8e, /* present, DPL 0, interrupt gate */
 					  .off1 = (uint16_t) (NOWHERE >> 16),
 					  .off2 = (uint32_t) (NOWHERE >> 32) };
-	printf("excloop: every gate at %#llx through IST 1, calling it\n",
-	       (unsigned long long) NOWHERE);
+	printf("excloop: every gate at 0x%lx through IST 1, calling it\n", (unsigned long) NOWHERE);
 	/* clang-format off */
 	__asm__ volatile("lgdt %0\n\t"
 			 "pushq $" xstr(KERNEL_CS) "\n\t"

@@ -495,6 +495,7 @@ static void writing_block_runs_once(void)
 int main(uint64_t arg)
 {
 	report_prefix("pagebits: ");
+	printf("pagebits: test pages at %lx\n", (unsigned long) VA_SUP);
 	idt_init();
 	set_handler(14, on_pf);
 	gdt_load();

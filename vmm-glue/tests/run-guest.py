@@ -3,7 +3,7 @@
 """Run vpmu-vmm on a guest kernel; check its exit status and that every
 pattern (a regular expression) matches a line of the guest's output.
 
-usage: run-guest.py [--accel emu|kvm] [--cpu MODEL] [--needs-host-pmu 1] [--skips N]
+usage: run-guest.py [--accel emu|kvm] [--cpu MODEL] [--mem SIZE] [--needs-host-pmu 1] [--skips N]
                     VMM KERNEL STATUS [PATTERN...]
 
 --skips N: the guest's closing line "SUMMARY: P passed, F failed, K
@@ -50,6 +50,8 @@ def main():
             accel = val
         elif opt == '--cpu':
             extra += ['--cpu', val]
+        elif opt == '--mem':
+            extra += ['--mem', val]
         elif opt == '--needs-host-pmu':
             needs_pmu = val == '1'
         elif opt == '--skips':

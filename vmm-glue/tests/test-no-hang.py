@@ -6,8 +6,13 @@ and one line saying what happened, within the test's own deadline.
 - excloop (every gate on an unmapped page, through IST): exceptions without
   end, which the old emulator delivered for ever.
 
-Usage: test-no-hang.py VPMU_VMM KERNEL PHRASE BANNER
-  PHRASE: what vpmu-vmm's one line must say; BANNER: the guest's last line
+- pagebits with 6 GiB of RAM: its test pages at 1 GiB lie inside RAM's
+  physical range, which the emulator cannot map elsewhere: refused in one
+  line, where the old emulator went on with the identity page.
+
+Usage: test-no-hang.py VPMU_VMM KERNEL PHRASE BANNER [MEM]
+  PHRASE: what vpmu-vmm's one line must say; BANNER: the guest's last line;
+  MEM: --mem (default 4M)
 """
 import subprocess
 import sys
@@ -18,7 +23,8 @@ DEADLINE = 30  # seconds: a hang, not a speed check (under load it takes well un
 
 def main():
     vmm, kernel, phrase, banner = sys.argv[1:5]
-    cmd = [vmm, "--accel", "emu", "--mem", "4M", kernel]
+    mem = sys.argv[5] if len(sys.argv) > 5 else "4M"
+    cmd = [vmm, "--accel", "emu", "--mem", mem, kernel]
     t0 = time.monotonic()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=DEADLINE)
