@@ -39,6 +39,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <vpmu/msr.h> /* APIC_LVTPC, MSR_X2APIC_LVTPC */
 #include <vpmu/vpmu.h>
 
 #define RAM_SIZE  (1u << 20)
@@ -85,7 +86,6 @@ static void on_pmi(void *data, struct vpmu_vcpu *vcpu)
 #define APICBASE_EXTD	  (1u << 10) /* x2APIC mode */
 #define APICBASE_EN	  (1u << 11)
 #define X2APIC_ID	  0x802 /* x2APIC MSRs: 800H + xAPIC offset / 16 */
-#define X2APIC_LVTPC	  0x834
 
 /*
  * The PMI as the guest's LVT performance-counter entry says. Hardware
@@ -117,7 +117,7 @@ static void deliver_pmi(struct vm *vm)
 	x2apic = !!(m.h.entries[0].data & APICBASE_EXTD);
 	if (x2apic) {
 		m.h.nmsrs = 2;
-		m.h.entries[0] = (struct kvm_msr_entry){ .index = X2APIC_LVTPC };
+		m.h.entries[0] = (struct kvm_msr_entry){ .index = MSR_X2APIC_LVTPC };
 		m.h.entries[1] = (struct kvm_msr_entry){ .index = X2APIC_ID };
 		if (ioctl(vm->cpu, KVM_GET_MSRS, &m) != 2)
 			die("KVM_GET_MSRS x2APIC LVT and ID");
@@ -128,7 +128,7 @@ static void deliver_pmi(struct vm *vm)
 
 		if (ioctl(vm->cpu, KVM_GET_LAPIC, &lapic) < 0)
 			die("KVM_GET_LAPIC");
-		memcpy(&v, lapic.regs + 0x340, 4); /* LVT performance counter */
+		memcpy(&v, lapic.regs + APIC_LVTPC, 4);
 		memcpy(&id, lapic.regs + 0x20, 4); /* APIC ID in bits 31:24 */
 		id >>= 24;
 	}
@@ -137,7 +137,8 @@ static void deliver_pmi(struct vm *vm)
 		return;
 	if (x2apic) {
 		m.h.nmsrs = 1;
-		m.h.entries[0] = (struct kvm_msr_entry){ .index = X2APIC_LVTPC, .data = lvt.after };
+		m.h.entries[0] =
+			(struct kvm_msr_entry){ .index = MSR_X2APIC_LVTPC, .data = lvt.after };
 		if (ioctl(vm->cpu, KVM_SET_MSRS, &m) != 1)
 			die("KVM_SET_MSRS x2APIC LVT");
 	}

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vpmu-pebs: decode a PEBS dump file (pebs-dump.h, written by
+ * vpmu-pebs: decode a PEBS dump file (vpmu/pebs.h, written by
  * `vpmu-vmm --pebs-dump FILE`) into readable records.
  *
  *   vpmu-pebs [--json] FILE
@@ -24,10 +24,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "bits.h"
-#include "msr-index.h"
 #include "pebs-decode.h"
-#include "pebs-dump.h"
+#include "vpmu/bits.h"
+#include "vpmu/msr.h"
+#include "vpmu/pebs.h"
 
 /*
  * The most bytes of records a dump holds: vpmu-vmm writes no more
@@ -41,8 +41,10 @@
 static const char *prog = "vpmu-pebs";
 
 static const char *const gpr_names[PEBS_NR_GPRS] = {
-	"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
-	"r8",  "r9",  "r10", "r11", "r12", "r13", "r14", "r15",
+	[PEBS_RAX] = "rax", [PEBS_RCX] = "rcx", [PEBS_RDX] = "rdx", [PEBS_RBX] = "rbx",
+	[PEBS_RSP] = "rsp", [PEBS_RBP] = "rbp", [PEBS_RSI] = "rsi", [PEBS_RDI] = "rdi",
+	[PEBS_R8] = "r8",   [PEBS_R9] = "r9",	[PEBS_R10] = "r10", [PEBS_R11] = "r11",
+	[PEBS_R12] = "r12", [PEBS_R13] = "r13", [PEBS_R14] = "r14", [PEBS_R15] = "r15",
 };
 
 static void usage(FILE *f)
@@ -278,7 +280,7 @@ static int parse_header(struct dump *d, const uint8_t *buf, size_t len)
 			prog, p, d->records_len, len - d->header_size);
 		return -1;
 	}
-	fmt = (unsigned int) FIELD_GET(PERF_CAP_PEBS_FORMAT, d->perf_capabilities);
+	fmt = (unsigned int) VPMU_FIELD_GET(PERF_CAP_PEBS_FORMAT, d->perf_capabilities);
 	if (fmt < 3 || (fmt > 6 && fmt != PEBS_FMT_ARCH)) {
 		fprintf(stderr,
 			"%s: %s: PEBS format %u is not supported (decoded: 3, 4-6, 0xf "
@@ -311,7 +313,7 @@ static void group_names(const struct pebs_decoded *r, char *out, size_t n)
 	size_t off = 0;
 
 	out[0] = '\0';
-	for (unsigned int i = 0; i < ARRAY_SIZE(names); i++)
+	for (unsigned int i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (r->groups & (1u << i)) {
 			int w = snprintf(out + off, n - off, "%s%s", off ? " " : "", names[i]);
 
@@ -429,7 +431,7 @@ static void print_json_record(const struct dump *d, size_t idx, size_t off,
 
 	printf("%s{\"index\":%zu,\"offset\":%zu,\"size\":%zu,\"groups\":[", idx ? "," : "", idx,
 	       off, r->size);
-	for (unsigned int i = 0; i < ARRAY_SIZE(names); i++)
+	for (unsigned int i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (r->groups & (1u << i)) {
 			printf("%s\"%s\"", first ? "" : ",", names[i]);
 			first = false;

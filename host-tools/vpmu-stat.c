@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -25,7 +24,6 @@
 /* VIR_PERF_PARAM_* live in libvirt-domain.h, which is only included through libvirt.h */
 #include <libvirt/libvirt.h>
 
-#include "events.h"
 #include "vpmu/vpmu.h"
 
 #define REPLY_MAX (16u << 20)
@@ -623,20 +621,22 @@ static const char *counter_event(const struct jv *vcpu, const struct jv *c)
 {
 	const char *name = str(c, "event");
 	const char *model = str(vcpu, "model");
-	const struct vpmu_event_desc *ev;
-	uint64_t config = num(c, "config");
+	uint64_t config = num(c, "config"), evtsel;
+	struct vpmu_catalog_event ev;
+	size_t idx;
+	int m;
 
-	if (name || !model || strcasecmp(model, vpmu_events_skylake_server.model))
+	if (name || !model || (m = vpmu_model_find(model)) < 0)
 		return name;
-	/* an older server without names: the catalogue this tool carries */
+	/* an older server without names: the catalogue of the libvpmu this tool runs with */
 	if (!strcmp(sstr(c, "kind"), "fixed"))
-		ev = config & 3 ? vpmu_event_decode(&vpmu_events_skylake_server,
-						    (num(c, "index") + 1) << 8)
-				: NULL;
+		evtsel = config & 3 ? (num(c, "index") + 1) << 8 : 0;
 	else
-		ev = config & 0xffff ? vpmu_event_decode(&vpmu_events_skylake_server, config)
-				     : NULL;
-	return ev ? ev->name : NULL;
+		evtsel = config & 0xffff ? config : 0;
+	if (!evtsel || vpmu_catalog_decode((size_t) m, evtsel, &idx) < 0 ||
+	    vpmu_catalog_event((size_t) m, idx, &ev, sizeof(ev)) < 0)
+		return NULL;
+	return ev.name;
 }
 
 static bool counter_shown(const struct jv *c)

@@ -255,7 +255,7 @@ int cpu_msr_write(struct emu *emu, uint32_t msr, uint64_t v)
 		return r;
 	case MSR_EFER: {
 		uint64_t next = (v & ~EFER_LMA) | (emu->efer & EFER_LMA);
-		struct walk_paging p = { emu->cr0, emu->cr3, emu->cr4, next };
+		struct vpmu_paging p = { emu->cr0, emu->cr3, emu->cr4, next };
 
 		if (v & ~(EFER_SCE | EFER_LME | EFER_LMA | EFER_NXE))
 			return -EINVAL;
@@ -325,7 +325,7 @@ static void identity_refused(struct emu *emu, uint64_t la, uint64_t gpa)
 
 static int mov_to_cr(struct emu *emu, unsigned int crn, uint64_t v)
 {
-	struct walk_paging next = { emu->cr0, emu->cr3, emu->cr4, emu->efer };
+	struct vpmu_paging next = { emu->cr0, emu->cr3, emu->cr4, emu->efer };
 	uint64_t bad_la, bad_gpa;
 
 	switch (crn) {
@@ -488,7 +488,7 @@ int cpu_exec_special(struct emu *emu, const struct insn *in)
 		stop = true;
 		break;
 	case SP_INVLPG: {
-		struct walk_paging p = { emu->cr0, emu->cr3, emu->cr4, emu->efer };
+		struct vpmu_paging p = { emu->cr0, emu->cr3, emu->cr4, emu->efer };
 		uint64_t bad_gpa;
 
 		if (emu->cpl) {

@@ -327,13 +327,13 @@ void insn_count(const struct insn *in, bool taken, struct vpmu_exact_counts *c)
 /* Translated code came from the guest pages under [addr, addr + size): tell emu-mmu.c. */
 static void mark_code(struct emu *emu, uint64_t addr, uint32_t size)
 {
-	struct walk_paging p = { emu->cr0, emu->cr3, emu->cr4, emu->efer };
+	struct vpmu_paging p = { emu->cr0, emu->cr3, emu->cr4, emu->efer };
 	uint64_t last = addr + (size ? size - 1 : 0);
 
 	for (uint64_t page = addr & ~0xfffull; page <= last; page += 0x1000) {
-		struct walk_result w;
+		struct vpmu_walk_result w;
 
-		if (walk_translate(&emu->mem, &p, page, 0, &w) == 0)
+		if (vpmu_walk_translate(emu->mem, &p, page, 0, &w, sizeof(w)) == 0)
 			mmu_code_page(emu, page, w.gpa & ~0xfffull);
 		if (page + 0x1000 < page)
 			break;

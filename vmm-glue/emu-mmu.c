@@ -55,9 +55,9 @@ static struct emu *volatile emus[MAX_EMUS];
 static struct sigaction old_segv;
 static int handler_users;
 
-static struct walk_paging paging(const struct emu *emu)
+static struct vpmu_paging paging(const struct emu *emu)
 {
-	struct walk_paging p = { emu->cr0, emu->cr3, emu->cr4, emu->efer };
+	struct vpmu_paging p = { emu->cr0, emu->cr3, emu->cr4, emu->efer };
 
 	return p;
 }
@@ -115,8 +115,8 @@ static bool map_page(struct emu *emu, struct window *w, uint8_t *a)
 {
 	struct emu_mmu *m = &emu->mmu;
 	uint64_t idx = (uint64_t) (a - w->host) / PAGE, la = w->la + idx * PAGE, gpa;
-	struct walk_paging p = paging(emu);
-	struct walk_result res;
+	struct vpmu_paging p = paging(emu);
+	struct vpmu_walk_result res;
 	uint8_t *host = w->host + idx * PAGE;
 	bool ro = false, global = false;
 	int32_t i;
@@ -124,7 +124,7 @@ static bool map_page(struct emu *emu, struct window *w, uint8_t *a)
 	i = pop_alloc(m);
 	if (i < 0)
 		return false;
-	if (walk_translate(&emu->mem, &p, la, 0, &res) == 0) {
+	if (vpmu_walk_translate(emu->mem, &p, la, 0, &res, sizeof(res)) == 0) {
 		gpa = res.gpa & ~(PAGE - 1);
 		ro = is_code(emu, gpa);
 		global = res.global;
@@ -283,11 +283,37 @@ static void handler_remove(struct emu *emu)
 
 /* ---- setup ------------------------------------------------------------ */
 
-int mmu_init(struct emu *emu, const struct guest_region *ram, unsigned int nr, char *err,
+static uint8_t m_dummy[PAGE]; /* stands in for the APIC page in a walk: never read */
+
+/*
+ * The guest memory the walks read: RAM (emu->mem), and RAM with the local
+ * APIC's page (emu->mem_apic, for mmu_maps_apic()). Made here once: the
+ * walks run in the SIGSEGV handler, which must not allocate.
+ */
+static int walk_memory(struct emu *emu, char *err, size_t errlen)
+{
+	struct emu_mmu *m = &emu->mmu;
+	struct vpmu_mem_region regs[sizeof(m->ram) / sizeof(m->ram[0]) + 1];
+	int r;
+
+	memcpy(regs, m->ram, m->nr_ram * sizeof(regs[0]));
+	regs[m->nr_ram] =
+		(struct vpmu_mem_region){ .gpa = APIC_DEFAULT_BASE, .size = PAGE, .hva = m_dummy };
+	r = vpmu_guest_memory_new(regs, m->nr_ram, &emu->mem);
+	if (r == 0)
+		r = vpmu_guest_memory_new(regs, m->nr_ram + 1, &emu->mem_apic);
+	if (r < 0)
+		snprintf(err, errlen, "cannot describe guest RAM to the page walk: %s",
+			 strerror(-r));
+	return r;
+}
+
+int mmu_init(struct emu *emu, const struct vpmu_mem_region *ram, unsigned int nr, char *err,
 	     size_t errlen)
 {
 	struct emu_mmu *m = &emu->mmu;
 	uint64_t top = 0, pages;
+	int r;
 
 	m->memfd = -1;
 	if (!nr || nr > sizeof(m->ram) / sizeof(m->ram[0])) {
@@ -316,8 +342,9 @@ int mmu_init(struct emu *emu, const struct guest_region *ram, unsigned int nr, c
 		m->ram[i] = ram[i];
 		m->ram[i].hva = emu->ram + ram[i].gpa;
 	}
-	emu->mem.regions = m->ram;
-	emu->mem.nr = nr;
+	r = walk_memory(emu, err, errlen);
+	if (r < 0)
+		return r;
 
 	pages = top / PAGE;
 	m->pop = calloc(POP_CAP, sizeof(*m->pop));
@@ -411,22 +438,25 @@ void mmu_free(struct emu *emu)
 		munmap(emu->ram, m->ram_top);
 	if (m->memfd >= 0)
 		close(m->memfd);
+	vpmu_guest_memory_free(emu->mem);
+	vpmu_guest_memory_free(emu->mem_apic);
+	emu->mem = emu->mem_apic = NULL;
 }
 
 /* ---- guest memory as the VMM reads and writes it --------------------- */
 
 int mmu_read(struct emu *emu, uint64_t la, void *dst, size_t len)
 {
-	struct walk_paging p = paging(emu);
+	struct vpmu_paging p = paging(emu);
 
-	return walk_read(&emu->mem, &p, la, dst, len, 0);
+	return vpmu_walk_read(emu->mem, &p, la, dst, len, 0);
 }
 
 int mmu_write(struct emu *emu, uint64_t la, const void *src, size_t len)
 {
-	struct walk_paging p = paging(emu);
+	struct vpmu_paging p = paging(emu);
 
-	return walk_write(&emu->mem, &p, la, src, len, WALK_WRITE | WALK_SET_AD);
+	return vpmu_walk_write(emu->mem, &p, la, src, len, VPMU_WALK_WRITE | VPMU_WALK_SET_AD);
 }
 
 /* ---- Unicorn's TLB and translations ---------------------------------- */
@@ -703,10 +733,10 @@ static void pop_drop(struct emu *emu, int32_t i)
  * entry maps (a kernel's, in every process), anything else looks at all.
  * `only`: INVLPG of that one page; ~0: all.
  */
-void mmu_resync(struct emu *emu, const struct walk_paging *next, uint64_t only)
+void mmu_resync(struct emu *emu, const struct vpmu_paging *next, uint64_t only)
 {
 	struct emu_mmu *m = &emu->mmu;
-	struct walk_paging cur = paging(emu);
+	struct vpmu_paging cur = paging(emu);
 	bool cr3_only = cur.cr0 == next->cr0 && cur.cr4 == next->cr4 && cur.efer == next->efer &&
 			only == ~0ull;
 	bool pg = false;
@@ -715,7 +745,7 @@ void mmu_resync(struct emu *emu, const struct walk_paging *next, uint64_t only)
 	for (uint32_t k = 0; k < m->nr_used;) {
 		int32_t i = (int32_t) m->used[k];
 		struct pop *pp = &m->pop[i];
-		struct walk_result res;
+		struct vpmu_walk_result res;
 		uint64_t gpa;
 
 		if (only != ~0ull && pp->la != (only & ~(PAGE - 1))) {
@@ -726,8 +756,9 @@ void mmu_resync(struct emu *emu, const struct walk_paging *next, uint64_t only)
 			k++;
 			continue;
 		}
-		gpa = walk_translate(&emu->mem, next, pp->la, 0, &res) == 0 ? res.gpa & ~(PAGE - 1)
-									    : POP_NO_RAM;
+		gpa = vpmu_walk_translate(emu->mem, next, pp->la, 0, &res, sizeof(res)) == 0
+			      ? res.gpa & ~(PAGE - 1)
+			      : POP_NO_RAM;
 		if (gpa == pp->gpa && gpa != POP_NO_RAM) {
 			k++;
 			continue;
@@ -969,7 +1000,7 @@ struct scan {
 static uint64_t read_entry(const struct scan *sc, uint64_t table, unsigned int idx)
 {
 	const void *ptr =
-		guest_mem_ptr(&sc->emu->mem, table + (uint64_t) idx * sc->esize, sc->esize);
+		vpmu_guest_memory_ptr(sc->emu->mem, table + (uint64_t) idx * sc->esize, sc->esize);
 	uint64_t e = 0;
 
 	if (ptr)
@@ -1011,7 +1042,7 @@ static bool scan_level(struct scan *sc, uint64_t table, uint64_t base, unsigned 
 	return true;
 }
 
-int mmu_check_identity(struct emu *emu, const struct walk_paging *p, uint64_t *ret_la,
+int mmu_check_identity(struct emu *emu, const struct vpmu_paging *p, uint64_t *ret_la,
 		       uint64_t *ret_gpa)
 {
 	const struct emu_mmu *m = &emu->mmu;
@@ -1054,15 +1085,15 @@ int mmu_check_identity(struct emu *emu, const struct walk_paging *p, uint64_t *r
  */
 int mmu_check_identity_page(struct emu *emu, uint64_t la, uint64_t *ret_gpa)
 {
-	struct walk_paging p = paging(emu);
-	struct walk_result res;
+	struct vpmu_paging p = paging(emu);
+	struct vpmu_walk_result res;
 	uint64_t page = la & ~(PAGE - 1);
 
 	int r;
 
 	if (!(p.cr0 & CR0_PG) || !in_identity(&emu->mmu, page))
 		return 0;
-	r = walk_translate(&emu->mem, &p, page, 0, &res);
+	r = vpmu_walk_translate(emu->mem, &p, page, 0, &res, sizeof(res));
 	if (r == -EFAULT) {
 		/* mapped onto no RAM: the local APIC (Linux's fixmap) or nothing */
 		*ret_gpa = mmu_maps_apic(emu, page) ? APIC_DEFAULT_BASE : UINT64_MAX;
@@ -1074,33 +1105,17 @@ int mmu_check_identity_page(struct emu *emu, uint64_t la, uint64_t *ret_gpa)
 	return *ret_gpa == page ? 0 : -EINVAL;
 }
 
-static uint8_t m_dummy[PAGE]; /* stands in for the APIC page in a walk: never read */
-
 /* Whether the guest's tables map linear page `la` onto the local APIC's page now. */
 bool mmu_maps_apic(struct emu *emu, uint64_t la)
 {
-	struct walk_paging p = paging(emu);
-	struct guest_region apic = { .gpa = APIC_DEFAULT_BASE, .size = PAGE, .hva = m_dummy };
-	struct guest_region regs[5];
-	struct guest_mem mem = { .regions = regs, .nr = 0 };
-	struct walk_result res;
+	struct vpmu_paging p = paging(emu);
+	struct vpmu_walk_result res;
 
-	/*
-	 * The walk must read the tables from RAM and accept the APIC page as
-	 * its target; guest_mem_ptr() searches the regions in address order.
-	 */
-	for (unsigned int i = 0; i < emu->mmu.nr_ram; i++) {
-		if (emu->mmu.ram[i].gpa > apic.gpa && apic.size) {
-			regs[mem.nr++] = apic;
-			apic.size = 0;
-		}
-		regs[mem.nr++] = emu->mmu.ram[i];
-	}
-	if (apic.size)
-		regs[mem.nr++] = apic;
+	/* the walk reads the tables from RAM and accepts the APIC page as its target */
 	return la < SCRATCH_BASE + SCRATCH_SIZE && la >= SCRATCH_BASE
 		       ? false
-		       : walk_translate(&mem, &p, la & ~(PAGE - 1), 0, &res) == 0 &&
+		       : vpmu_walk_translate(emu->mem_apic, &p, la & ~(PAGE - 1), 0, &res,
+					     sizeof(res)) == 0 &&
 				 (res.gpa & ~(PAGE - 1)) == APIC_DEFAULT_BASE;
 }
 

@@ -29,8 +29,8 @@
 
 #include "emu.h"
 #include "lapic.h"
-#include "walk.h"
 #include "vpmu/vpmu.h"
+#include "vpmu/walk.h"
 
 /* Modelled cost (documented in emu.c): 1 cycle per instruction, +1 for a taken branch. */
 #define EMU_CYCLES_PER_INSN 1
@@ -134,7 +134,7 @@ struct pop {
 struct emu_mmu {
 	int memfd;
 	uint64_t ram_top; /* bytes of the RAM file: guest-physical [0, ram_top) */
-	struct guest_region ram[4];
+	struct vpmu_mem_region ram[4];
 	unsigned int nr_ram;
 	struct window win[MAX_WINDOWS];
 	unsigned int nr_win;
@@ -166,7 +166,8 @@ struct emu {
 	csh csh64, csh32;
 	uint8_t *ram;	   /* guest-physical 0 */
 	uint64_t ram_size; /* bytes of RAM the guest was given */
-	struct guest_mem mem;
+	/* guest RAM for the page walks; mem_apic adds the local APIC's page (mmu_maps_apic) */
+	struct vpmu_guest_memory *mem, *mem_apic;
 	struct emu_mmu mmu;
 	struct vpmu_vcpu *pmu;
 	struct lapic apic;
@@ -281,7 +282,7 @@ int blk_decode(struct emu *emu, uint64_t addr, uint32_t size, bool cs64, struct 
 void blk_free(struct blk *b);
 
 /* emu-mmu.c */
-int mmu_init(struct emu *emu, const struct guest_region *ram, unsigned int nr, char *err,
+int mmu_init(struct emu *emu, const struct vpmu_mem_region *ram, unsigned int nr, char *err,
 	     size_t errlen);
 int mmu_attach(struct emu *emu, char *err, size_t errlen);
 void mmu_free(struct emu *emu);
@@ -293,11 +294,11 @@ void mmu_pg_off(struct emu *emu);
 void mmu_pg_on(struct emu *emu, bool flush);
 void mmu_tlb_flush(struct emu *emu);
 void mmu_tb_invalidate(struct emu *emu, uint64_t la, uint64_t len);
-void mmu_resync(struct emu *emu, const struct walk_paging *next, uint64_t only);
+void mmu_resync(struct emu *emu, const struct vpmu_paging *next, uint64_t only);
 void mmu_code_page(struct emu *emu, uint64_t la, uint64_t gpa);
 void mmu_service(struct emu *emu);
 bool mmu_smc_service(struct emu *emu, uint64_t at, uint32_t len);
-int mmu_check_identity(struct emu *emu, const struct walk_paging *p, uint64_t *ret_la,
+int mmu_check_identity(struct emu *emu, const struct vpmu_paging *p, uint64_t *ret_la,
 		       uint64_t *ret_gpa);
 int mmu_check_identity_page(struct emu *emu, uint64_t la, uint64_t *ret_gpa);
 bool mmu_maps_apic(struct emu *emu, uint64_t la);

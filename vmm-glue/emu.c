@@ -24,6 +24,7 @@
 #include <sys/mman.h>
 
 #include "emu-priv.h"
+#include "vpmu/pebs.h" /* enum pebs_gpr: the order of vpmu_guest_regs.gpr */
 
 #define RFLAGS_IF	(1ull << 9)
 #define PMI_STORM_MIN	8      /* instructions between PMIs below this... */
@@ -525,11 +526,15 @@ static void pmi_cb(void *data, struct vpmu_vcpu *vcpu)
 
 static int regs_cb(void *data, struct vpmu_vcpu *vcpu, struct vpmu_guest_regs *r)
 {
-	static const int gprs[16] = {
-		UC_X86_REG_RAX, UC_X86_REG_RCX, UC_X86_REG_RDX, UC_X86_REG_RBX,
-		UC_X86_REG_RSP, UC_X86_REG_RBP, UC_X86_REG_RSI, UC_X86_REG_RDI,
-		UC_X86_REG_R8,	UC_X86_REG_R9,	UC_X86_REG_R10, UC_X86_REG_R11,
-		UC_X86_REG_R12, UC_X86_REG_R13, UC_X86_REG_R14, UC_X86_REG_R15,
+	static const int gprs[PEBS_NR_GPRS] = {
+		[PEBS_RAX] = UC_X86_REG_RAX, [PEBS_RCX] = UC_X86_REG_RCX,
+		[PEBS_RDX] = UC_X86_REG_RDX, [PEBS_RBX] = UC_X86_REG_RBX,
+		[PEBS_RSP] = UC_X86_REG_RSP, [PEBS_RBP] = UC_X86_REG_RBP,
+		[PEBS_RSI] = UC_X86_REG_RSI, [PEBS_RDI] = UC_X86_REG_RDI,
+		[PEBS_R8] = UC_X86_REG_R8,   [PEBS_R9] = UC_X86_REG_R9,
+		[PEBS_R10] = UC_X86_REG_R10, [PEBS_R11] = UC_X86_REG_R11,
+		[PEBS_R12] = UC_X86_REG_R12, [PEBS_R13] = UC_X86_REG_R13,
+		[PEBS_R14] = UC_X86_REG_R14, [PEBS_R15] = UC_X86_REG_R15,
 	};
 	struct emu *emu = data;
 
@@ -561,22 +566,22 @@ static int regs_cb(void *data, struct vpmu_vcpu *vcpu, struct vpmu_guest_regs *r
  * linear address inside RAM's physical range can only mean that physical
  * address (emu-mmu.c).
  */
-static unsigned int ram_layout(const struct emu_config *cfg, struct guest_region *r)
+static unsigned int ram_layout(const struct emu_config *cfg, struct vpmu_mem_region *r)
 {
 	uint64_t start = 0, size = cfg->mem_size;
 	unsigned int n = 0;
 
 	if (cfg->layout == EMU_LAYOUT_LINUX) {
-		r[n++] = (struct guest_region){ .gpa = 0, .size = 1ull << 20 };
+		r[n++] = (struct vpmu_mem_region){ .gpa = 0, .size = 1ull << 20 };
 		start = 16ull << 20;
 		size -= 1ull << 20;
 	}
 	if (start + size > EMU_HOLE_START) {
-		r[n++] = (struct guest_region){ .gpa = start, .size = EMU_HOLE_START - start };
+		r[n++] = (struct vpmu_mem_region){ .gpa = start, .size = EMU_HOLE_START - start };
 		size -= EMU_HOLE_START - start;
 		start = 4ull << 30;
 	}
-	r[n++] = (struct guest_region){ .gpa = start, .size = size };
+	r[n++] = (struct vpmu_mem_region){ .gpa = start, .size = size };
 	return n;
 }
 
@@ -678,7 +683,7 @@ static void start_clocks(struct emu *emu)
 
 int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t errlen)
 {
-	struct guest_region ranges[4];
+	struct vpmu_mem_region ranges[4];
 	unsigned int nr;
 	struct emu *emu;
 	uc_err ue;

@@ -6,12 +6,12 @@
 
 #include "kvm-pmi.h"
 #include "kvm-setup.h"
+#include "vpmu/msr.h"
 
 #define MSR_IA32_APICBASE	0x1b
 #define APICBASE_EXTD		(1ull << 10) /* x2APIC mode */
 #define APICBASE_EN		(1ull << 11) /* the local APIC is enabled */
 #define APIC_ID			0x20
-#define APIC_LVTPC		0x340
 #define X2APIC_MSR(reg)		(0x800u + (reg) / 16) /* SDM Vol. 3A Table 11-6 */
 #define MSI_DELIVERY_MODE(data) (((data) >> 8) & 7)
 #define DELIVERY_NMI		4

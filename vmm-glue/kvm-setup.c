@@ -155,7 +155,7 @@ int kvm_pmi_msi(uint32_t lvt, uint32_t apic_id, struct kvm_msi *ret)
 		data = l.vector; /* delivery mode 000b */
 		break;
 	default:
-		return lvt & (1u << 16) ? -EAGAIN : -EINVAL;
+		return lvt & APIC_LVT_MASKED ? -EAGAIN : -EINVAL;
 	}
 	memset(ret, 0, sizeof(*ret));
 	ret->address_lo = 0xfee00000u | apic_id << 12; /* RH = 0, DM = 0: physical */

@@ -21,8 +21,9 @@
 #include "kvm-pmi.h"
 #include "kvm-setup.h"
 #include "kvm.h"
-#include "msr-index.h"
 #include "platform.h"
+#include "vpmu/msr.h"
+#include "vpmu/pebs.h" /* enum pebs_gpr: the order of vpmu_guest_regs.gpr */
 
 #define KVM_API_VERSION_WANTED 12
 #define TSS_ADDR	       0xfffbd000u /* 3 pages below the BIOS area, as KVM wants for VMX */
@@ -30,7 +31,6 @@
 #define RAM_LIMIT	       0xc0000000ull /* the PCI hole starts at 3 GiB */
 #define KICK_SIGNAL	       SIGUSR2	     /* makes KVM_RUN return on another vCPU thread */
 #define MSR_IA32_TSC	       0x10
-#define MSR_IA32_MISC_ENABLE   0x1a0
 #define MAX_SHADOW	       16
 
 /* Linux boot layout (guest-physical) */
@@ -164,10 +164,12 @@ static int regs_cb(void *data, struct vpmu_vcpu *vcpu, struct vpmu_guest_regs *r
 	memset(r, 0, sizeof(*r));
 	r->rip = regs.rip;
 	r->rflags = regs.rflags;
-	r->gpr[0] = regs.rax, r->gpr[1] = regs.rcx, r->gpr[2] = regs.rdx, r->gpr[3] = regs.rbx;
-	r->gpr[4] = regs.rsp, r->gpr[5] = regs.rbp, r->gpr[6] = regs.rsi, r->gpr[7] = regs.rdi;
-	r->gpr[8] = regs.r8, r->gpr[9] = regs.r9, r->gpr[10] = regs.r10, r->gpr[11] = regs.r11;
-	r->gpr[12] = regs.r12, r->gpr[13] = regs.r13, r->gpr[14] = regs.r14, r->gpr[15] = regs.r15;
+	r->gpr[PEBS_RAX] = regs.rax, r->gpr[PEBS_RCX] = regs.rcx, r->gpr[PEBS_RDX] = regs.rdx;
+	r->gpr[PEBS_RBX] = regs.rbx, r->gpr[PEBS_RSP] = regs.rsp, r->gpr[PEBS_RBP] = regs.rbp;
+	r->gpr[PEBS_RSI] = regs.rsi, r->gpr[PEBS_RDI] = regs.rdi, r->gpr[PEBS_R8] = regs.r8;
+	r->gpr[PEBS_R9] = regs.r9, r->gpr[PEBS_R10] = regs.r10, r->gpr[PEBS_R11] = regs.r11;
+	r->gpr[PEBS_R12] = regs.r12, r->gpr[PEBS_R13] = regs.r13, r->gpr[PEBS_R14] = regs.r14;
+	r->gpr[PEBS_R15] = regs.r15;
 	memcpy(r->xmm, fpu.xmm, sizeof(r->xmm));
 	r->cr0 = sregs.cr0;
 	r->cr3 = sregs.cr3;

@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "vpmu/msr.h" /* APIC_LVTPC, APIC_LVT_MASKED */
+
 #define MSR_IA32_APICBASE 0x1b
 #define APIC_BASE_BSP	  (1ull << 8)
 #define APIC_BASE_EXTD	  (1ull << 10)
@@ -39,7 +41,6 @@
 #define APIC_ICR2     0x310
 #define APIC_LVTT     0x320
 #define APIC_LVTTHMR  0x330
-#define APIC_LVTPC    0x340
 #define APIC_LVT0     0x350
 #define APIC_LVT1     0x360
 #define APIC_LVTERR   0x370
@@ -48,7 +49,6 @@
 #define APIC_TDCR     0x3e0
 #define APIC_SELF_IPI 0x3f0 /* x2APIC only (MSR 83FH) */
 
-#define APIC_LVT_MASKED	 (1u << 16)
 #define APIC_SPIV_ENABLE (1u << 8)
 
 /* SDM Vol. 3A §11.5.1, Figure 11-8: LVT timer mode, bits 18:17 (Table 11-2) */

@@ -129,7 +129,13 @@ int vpmu_walk_translate(const struct vpmu_guest_memory *mem, const struct vpmu_p
 	err = walk_translate(&mem->mem, &wp, gla, flags, &w);
 	if (err < 0)
 		return err;
-	out = (struct vpmu_walk_result){ w.gpa, w.page_size, w.len, w.writable, w.user, w.nx };
+	out = (struct vpmu_walk_result){ .gpa = w.gpa,
+					 .page_size = w.page_size,
+					 .len = w.len,
+					 .writable = w.writable,
+					 .user = w.user,
+					 .nx = w.nx,
+					 .global = w.global };
 	abi_copy_out(ret, size, &out, sizeof(out));
 	return 0;
 }

@@ -198,10 +198,17 @@ classify(const struct vpmu_vcpu *vcpu, uint32_t msr, enum msr_kind *kind, unsign
 
 void msr_counts_init(struct vpmu_vcpu *vcpu)
 {
-	const struct msr_range *last = &ranges[ARRAY_SIZE(ranges) - 1];
+	/*
+	 * ranges[] in ascending address order, none overlapping the next
+	 * (the lookup table would give an address two kinds), all below
+	 * the end of the table; vpmu_msr_list() promises ascending order.
+	 */
+	for (size_t i = 0; i < ARRAY_SIZE(ranges); i++) {
+		uint32_t end = ranges[i].base + (ranges[i].span - 1u) * ranges[i].stride;
 
-	/* the table must cover every range: ranges[] is in ascending order */
-	assert(last->base + (last->span - 1u) * last->stride < VPMU_MSR_LUT_END);
+		assert(end < VPMU_MSR_LUT_END);
+		assert(i + 1 == ARRAY_SIZE(ranges) || end < ranges[i + 1].base);
+	}
 	for (unsigned int k = 0; k < K_NR; k++)
 		vcpu->msr_count[k] = (uint8_t) kind_count(vcpu, (enum msr_kind) k);
 	memset(vcpu->msr_lut, 0, sizeof(vcpu->msr_lut));

@@ -8,14 +8,15 @@
  * a PMI each time the buffer fills, which empties it.
  */
 #include "guest.h"
+#include "vpmu/pebs.h" /* the DS save area layout */
 
 #define PMI_VECTOR 0xf0
 #define PERIOD	   10000
 #define ITERATIONS 25000000ull /* 4 instructions each: 100M, so setup is noise */
 #define BUF_SIZE   65536
 
-/* DS save area, 64-bit layout (SDM Vol. 3B Fig 20-8): PEBS base, index, max, threshold, GP0 reset
- */
+/* DS save area, 64-bit layout (SDM Vol. 3B Figure 20-8), as qwords */
+#define DS(off) ds_area[(off) / 8]
 static volatile uint64_t ds_area[16] __attribute__((aligned(64)));
 static uint8_t pebs_buf[BUF_SIZE] __attribute__((aligned(4096)));
 static volatile uint64_t pmis, records;
@@ -24,8 +25,8 @@ static uint64_t record_size;
 static void on_pmi(struct frame *f)
 {
 	pmis++;
-	records += (ds_area[5] - ds_area[4]) / record_size;
-	ds_area[5] = ds_area[4];
+	records += (DS(DS_PEBS_INDEX) - DS(DS_PEBS_BASE)) / record_size;
+	DS(DS_PEBS_INDEX) = DS(DS_PEBS_BASE);
 	wrmsr(MSR_CORE_PERF_GLOBAL_OVF_CTRL, rdmsr(MSR_CORE_PERF_GLOBAL_STATUS));
 	wrmsr(MSR_LVT_PMI, PMI_VECTOR);
 	apic_eoi();
@@ -42,11 +43,11 @@ static void pebs_setup(void)
 		r[2] & (1u << 15) && PERF_CAP_PEBS_FORMAT(rdmsr(MSR_IA32_PERF_CAPABILITIES)) == 3
 			? 200
 			: 32;
-	ds_area[4] = base;
-	ds_area[5] = base;
-	ds_area[6] = base + BUF_SIZE / record_size * record_size;
-	ds_area[7] = ds_area[6] - record_size;
-	ds_area[8] = (1ull << 48) - PERIOD;
+	DS(DS_PEBS_BASE) = base;
+	DS(DS_PEBS_INDEX) = base;
+	DS(DS_PEBS_ABS_MAX) = base + BUF_SIZE / record_size * record_size;
+	DS(DS_PEBS_THRESHOLD) = DS(DS_PEBS_ABS_MAX) - record_size;
+	DS(DS_PEBS_GP_RESET(0)) = (1ull << 48) - PERIOD;
 	wrmsr(MSR_IA32_DS_AREA, (uint64_t) ds_area);
 	wrmsr(MSR_LVT_PMI, PMI_VECTOR);
 	wrmsr(MSR_IA32_PMC0_FULL, (1ull << 48) - PERIOD);
@@ -85,7 +86,7 @@ int main(uint64_t mode)
 			 : "+r"(acc), "+r"(n));
 	wrmsr(MSR_CORE_PERF_GLOBAL_CTRL, 0);
 	if (mode == 2)
-		records += (ds_area[5] - ds_area[4]) / record_size;
+		records += (DS(DS_PEBS_INDEX) - DS(DS_PEBS_BASE)) / record_size;
 	printf("bench mode %lu: %llu loop instructions, %lu PMIs, %lu PEBS records, acc %lx\n",
 	       mode, ITERATIONS * 4, pmis, records, acc);
 	exit(0);

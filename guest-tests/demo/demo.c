@@ -13,19 +13,13 @@
  * on an adaptive-PEBS model (format 4) the record is Basic + GPRs.
  */
 #include "guest.h"
+#include "vpmu/pebs.h" /* the DS save area layout, SDM Vol. 3B Figure 20-8 */
 
 #define PMI_VECTOR  0xf0
 #define PERIOD	    20000
 #define MAX_SAMPLES 256
 #define PEBS_CTR    1 /* where Skylake counts INST_RETIRED.PREC_DIST */
 #define BUF_RECORDS 16
-
-/* DS save area, 64-bit layout (Fig 20-8) */
-#define DS_PEBS_BASE	  (0x20 / 8)
-#define DS_PEBS_INDEX	  (0x28 / 8)
-#define DS_PEBS_ABS_MAX	  (0x30 / 8)
-#define DS_PEBS_THRESHOLD (0x38 / 8)
-#define DS_GP_RESET(n)	  (0x40 / 8 + (n))
 
 static volatile uint64_t ds_area[32] __attribute__((aligned(64)));
 static uint8_t pebs_buf[BUF_RECORDS * 200] __attribute__((aligned(64)));
@@ -128,7 +122,7 @@ static uint64_t rec64(const uint8_t *rec, unsigned int off)
 /* Take the records from the buffer and empty it (what perf's drain_pebs does). */
 static void drain(void)
 {
-	uint64_t base = ds_area[DS_PEBS_BASE], index = ds_area[DS_PEBS_INDEX];
+	uint64_t base = ds_area[DS_PEBS_BASE / 8], index = ds_area[DS_PEBS_INDEX / 8];
 
 	if ((index - base) % layout.size)
 		misaligned++;
@@ -143,7 +137,7 @@ static void drain(void)
 				rec64(rec, layout.applicable),
 			};
 	}
-	ds_area[DS_PEBS_INDEX] = base;
+	ds_area[DS_PEBS_INDEX / 8] = base;
 }
 
 static volatile uint64_t pmi_status_bad;
@@ -197,11 +191,11 @@ static unsigned int pebs_setup(void)
 	} else {
 		return fmt;
 	}
-	ds_area[DS_PEBS_BASE] = base;
-	ds_area[DS_PEBS_INDEX] = base;
-	ds_area[DS_PEBS_ABS_MAX] = base + BUF_RECORDS * layout.size;
-	ds_area[DS_PEBS_THRESHOLD] = base + (BUF_RECORDS - 1) * layout.size;
-	ds_area[DS_GP_RESET(PEBS_CTR)] = (1ull << 48) - PERIOD;
+	ds_area[DS_PEBS_BASE / 8] = base;
+	ds_area[DS_PEBS_INDEX / 8] = base;
+	ds_area[DS_PEBS_ABS_MAX / 8] = base + BUF_RECORDS * layout.size;
+	ds_area[DS_PEBS_THRESHOLD / 8] = base + (BUF_RECORDS - 1) * layout.size;
+	ds_area[DS_PEBS_GP_RESET(PEBS_CTR) / 8] = (1ull << 48) - PERIOD;
 	wrmsr(MSR_IA32_DS_AREA, (uint64_t) ds_area);
 	wrmsr(MSR_LVT_PMI, PMI_VECTOR);
 	wrmsr(MSR_IA32_PERFEVTSEL0 + PEBS_CTR, 0);

@@ -34,15 +34,16 @@ def check(cond, what):
 
 
 def snapshot(model='Skylake-Server', backend='exact', vmm='vpmu-vmm', kind='gp', state='backed',
-             event='INST_RETIRED.ANY_P'):
-    """A snapshot as vpmu_stats_to_json() writes it (json.dumps escapes as it does)."""
+             event='INST_RETIRED.ANY_P', config=0x4300c0):
+    """A snapshot as vpmu_stats_to_json() writes it (json.dumps escapes as it does);
+    event None: "event": null, a counter the server has no name for."""
     fields = ['msr_reads', 'msr_writes', 'msr_faults', 'rdpmcs', 'syncs', 'backend_ops',
               'backend_reads', 'creates', 'overflows', 'pmis_requested', 'pmis_delivered',
               'global_status', 'global_ctrl', 'pebs_records', 'pebs_bytes', 'pebs_skipped',
               'pebs_deferred', 'walk_faults', 'pmis_merged']
     vcpu = {'index': 0, 'model': model, 'backend': backend, 'version': 4, 'seq': 7}
     vcpu.update({f: 1 for f in fields})
-    vcpu['counters'] = [{'slot': 0, 'kind': kind, 'index': 0, 'config': 0x4300c0,
+    vcpu['counters'] = [{'slot': 0, 'kind': kind, 'index': 0, 'config': config,
                          'event': event, 'count': 12345, 'time_enabled': 0, 'time_running': 0,
                          'time_discarded': 0,
                          'overflows': 0, 'creates': 1, 'updates': 1,
@@ -172,6 +173,32 @@ def hostile_strings():
           '--json: the document as served, still valid JSON with its \\u escapes')
 
 
+def names_from_the_catalogue():
+    """A server that sends no event name ("event": null): vpmu-stat names the counter from
+    libvpmu's catalogue of the vCPU's model, by its event select and unit
+    mask (SDM Vol. 3B Table 21-1: C0H/00H is INST_RETIRED.ANY_P; fixed
+    counter 0 counts INST_RETIRED.ANY), or says it does not know."""
+    cases = [
+        ('gp C0H/00H', snapshot(event=None), 'INST_RETIRED.ANY_P'),
+        ('gp C4H/00H', snapshot(event=None, config=0x4300c4), 'BR_INST_RETIRED.ALL_BRANCHES'),
+        ('fixed 0', snapshot(event=None, kind='fixed', config=0xb), 'INST_RETIRED.ANY'),
+        ('gp, enable bits only', snapshot(event=None, config=0x430000), '(unknown event)'),
+        ('a model without a catalogue', snapshot(event=None, model='Icelake-Server'),
+         '(unknown event)'),
+    ]
+    for i, (what, doc, want) in enumerate(cases):
+        path = os.path.join(TMP, f'names{i}.sock')
+        srv = Server(path, doc)
+        try:
+            p = subprocess.run([STAT, path], capture_output=True, text=True, timeout=60)
+        finally:
+            srv.close()
+        # the counter's row: COUNTER, GUEST EVENT, ENCODING ...
+        shown = re.search(r'^ +(?:gp|fixed)0 +(.+?) +0x[0-9a-f]+ ', p.stdout, re.M)
+        check(p.returncode == 0 and shown and shown.group(1) == want,
+              f'no event name, {what}: shown as {want} ({shown.group(1) if shown else None})')
+
+
 def other_user_server():
     """A server of another uid (nobody) is not believed, whatever it serves."""
     if os.geteuid() != 0:
@@ -228,6 +255,7 @@ def main():
               f'a well-formed snapshot of this user is read ({p.stderr.strip()})')
 
         hostile_strings()
+        names_from_the_catalogue()
 
         good = snapshot()
         nul_number = good.replace(b'"pid":4242', b'"pid":42\x0042')

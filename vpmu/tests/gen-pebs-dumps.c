@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Test helper: writes PEBS dump files (pebs-dump.h) whose records come
+ * Test helper: writes PEBS dump files (vpmu/pebs.h) whose records come
  * from vpmu/pebs-record.c's builders, and expected.json: for every dump,
  * the values each record was built from, in the shape `vpmu-pebs --json`
  * prints them. test-vpmu-pebs.py runs the real program and compares.

@@ -13,8 +13,8 @@
 #include "facts.h"
 #include "hostmap.h"
 #include "model.h"
-#include "msr-index.h"
 #include "pmu.h"
+#include "vpmu/msr.h"
 
 #define EVTSEL	0x186
 #define IN_TX	B(32)

@@ -17,6 +17,7 @@
 #define US (1ULL << 2)
 #define A  (1ULL << 5)
 #define D  (1ULL << 6)
+#define G  (1ULL << 8)
 
 static uint8_t low[1 << 20], high[1 << 16]; /* GPA 0 and GPA 0x40000000 */
 
@@ -64,6 +65,26 @@ static struct vpmu_guest_memory *memory(void)
 
 	cr_assert_eq(vpmu_guest_memory_new(r, 2, &m), 0);
 	return m;
+}
+
+/* G in the PTE makes a global page only with CR4.PGE (bit 7), SDM Vol. 3A 4.10.2.4 */
+Test(walk_api, global)
+{
+	struct vpmu_paging p = tables();
+	struct vpmu_guest_memory *m = memory();
+	uint64_t pte = 0x4000 + 8 * ((LA >> 12) & 0x1ff);
+	struct vpmu_walk_result w;
+
+	cr_assert_eq(vpmu_walk_translate(m, &p, LA, 0, &w, sizeof(w)), 0);
+	cr_expect(!w.global, "no G bit");
+	set(pte, get(pte) | G);
+	cr_assert_eq(vpmu_walk_translate(m, &p, LA, 0, &w, sizeof(w)), 0);
+	cr_expect(!w.global, "G without CR4.PGE");
+	p.cr4 |= 1ULL << 7;
+	cr_assert_eq(vpmu_walk_translate(m, &p, LA, 0, &w, sizeof(w)), 0);
+	cr_expect(w.global, "G with CR4.PGE");
+	cr_expect_eq(w.gpa, 0x5000);
+	vpmu_guest_memory_free(m);
 }
 
 Test(walk_api, regions)

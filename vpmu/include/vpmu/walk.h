@@ -60,6 +60,12 @@ struct vpmu_walk_result {
 	bool writable;	    /* R/W over all levels */
 	bool user;	    /* U/S over all levels */
 	bool nx;	    /* XD over all levels (with EFER.NXE) */
+	/*
+	 * G (bit 8) set in the entry that maps the page, with CR4.PGE set:
+	 * a global page, whose TLB entry a MOV to CR3 keeps (SDM Vol. 3A
+	 * 4.10.2.4, 4.10.4.1).
+	 */
+	bool global;
 };
 
 /*
