@@ -27,6 +27,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bzimage.h"
@@ -438,7 +439,9 @@ int bzimage_load(const struct bzimage_load_config *cfg, struct bzimage_entry *re
 	uint64_t span, limit, bd_size, initrd_limit;
 	struct span obst[2], kern, bd, rd = { 0, 0 };
 	struct pt_alloc pt;
-	uint8_t *zp, *p;
+	uint8_t *zp, *p, *elf = NULL;
+	size_t elf_size = 0;
+	uint64_t entry = 0;
 	bool high;
 	int r;
 
@@ -518,6 +521,20 @@ int bzimage_load(const struct bzimage_load_config *cfg, struct bzimage_entry *re
 			    " and initrd %#" PRIx64 "+%#" PRIx64 " overlap",
 			    kern.addr, kern.len, bd.addr, bd.len, rd.addr, rd.len);
 
+	/* the kernel inflated here, if asked and possible */
+	if (cfg->unpack && e.kernel_addr != e.bz.load_addr) {
+		snprintf(e.unpack_note, sizeof(e.unpack_note),
+			 "the kernel goes to %#" PRIx64 ", not its pref_address %#" PRIx64
+			 ": the guest decompresses it",
+			 e.kernel_addr, e.bz.load_addr);
+	} else if (cfg->unpack) {
+		r = bzimage_unpack(cfg->image, &e.bz, &elf, &elf_size, &entry, err, errlen);
+		if (r == -ENOTSUP)
+			snprintf(e.unpack_note, sizeof(e.unpack_note), "%s", err);
+		else if (r < 0)
+			return r;
+	}
+
 	/* page tables first: nothing is written to guest memory on failure */
 	pt.base = host_at(cfg, bd.addr + BD_PT, BD_PT_PAGES * PAGE);
 	pt.gpa = bd.addr + BD_PT;
@@ -526,6 +543,7 @@ int bzimage_load(const struct bzimage_load_config *cfg, struct bzimage_entry *re
 	if (map_span(&pt, (struct span){ 0, BOOT_MAP_END }) < 0 || map_span(&pt, kern) < 0 ||
 	    map_span(&pt, bd) < 0) {
 		memset(pt.base, 0, BD_PT_PAGES * PAGE);
+		free(elf);
 		return fail(err, errlen, -ENOMEM,
 			    "the identity map of the kernel and boot data needs more than %d "
 			    "page-table pages",
@@ -533,8 +551,14 @@ int bzimage_load(const struct bzimage_load_config *cfg, struct bzimage_entry *re
 	}
 
 	/* kernel, command line, initrd */
-	memcpy(host_at(cfg, kern.addr, e.bz.kernel_size), cfg->image + e.bz.kernel_offset,
-	       e.bz.kernel_size);
+	if (elf) {
+		bzimage_place_vmlinux(elf, kern.addr, host_at(cfg, kern.addr, kern.len));
+		free(elf);
+		e.unpacked = true;
+	} else {
+		memcpy(host_at(cfg, kern.addr, e.bz.kernel_size), cfg->image + e.bz.kernel_offset,
+		       e.bz.kernel_size);
+	}
 	p = host_at(cfg, bd.addr + BD_CMDLINE, cmdline_len + 1);
 	if (cmdline_len)
 		memcpy(p, cfg->cmdline, cmdline_len);
@@ -555,7 +579,7 @@ int bzimage_load(const struct bzimage_load_config *cfg, struct bzimage_entry *re
 	wr64(p + BZ_BOOT_CS, GDT_CODE64);
 	wr64(p + BZ_BOOT_DS, GDT_DATA);
 
-	e.rip = kern.addr + 0x200;
+	e.rip = e.unpacked ? entry : kern.addr + 0x200;
 	e.rsi = bd.addr + BD_ZERO_PAGE;
 	e.cr0 = 0x80050033; /* PG AM WP NE ET MP PE */
 	e.cr3 = pt.gpa;

@@ -105,6 +105,12 @@ struct bzimage_load_config {
 	uint64_t boot_data_addr; /* zero page, GDT, page tables, command line: the lowest RAM
 				    at or above 4 KiB by default */
 	uint64_t acpi_rsdp;	 /* boot_params.acpi_rsdp_addr, 0: the kernel scans for it */
+	/*
+	 * Decompress the kernel here (bzimage-unpack.c) and enter its own
+	 * startup_64, where the payload is XZ and the kernel goes to its
+	 * pref_address; otherwise (or false) the guest's decompressor runs.
+	 */
+	bool unpack;
 };
 
 /* The 64-bit entry state (boot.rst, "64-bit Boot Protocol") */
@@ -120,6 +126,8 @@ struct bzimage_entry {
 	uint64_t cmdline_addr, initrd_addr;
 	uint64_t boot_data_addr, boot_data_size;
 	struct bzimage bz;
+	bool unpacked;	       /* rip is the decompressed kernel's startup_64 */
+	char unpack_note[160]; /* unpack asked but not done: why */
 };
 
 #define BZ_BOOT_CS 0x10
@@ -140,5 +148,20 @@ struct bzimage_entry {
  */
 int bzimage_load(const struct bzimage_load_config *cfg, struct bzimage_entry *ret, char *err,
 		 size_t errlen);
+
+/*
+ * The kernel ELF (vmlinux) inside a bzImage, inflated: *ret (malloc'd,
+ * *ret_size bytes), its PT_LOAD segments checked to lie in the file and,
+ * by physical address, in [bz->load_addr, + init_size), and its entry
+ * point. -ENOTSUP (with err saying why) where the payload is not XZ or
+ * there is no liblzma: the guest's decompressor can still do it; other
+ * negative errnos for a damaged payload.
+ */
+int bzimage_unpack(const uint8_t *img, const struct bzimage *bz, uint8_t **ret, size_t *ret_size,
+		   uint64_t *ret_entry, char *err, size_t errlen);
+
+/* Copy vmlinux's PT_LOAD segments (checked by bzimage_unpack) to host + (paddr - base), zeroing
+ * BSS. */
+void bzimage_place_vmlinux(const uint8_t *elf, uint64_t base, uint8_t *host);
 
 #endif

@@ -50,8 +50,16 @@ int emu_load_linux(struct emu *emu, const void *image, size_t size, const char *
 	cfg.initrd = initrd;
 	cfg.initrd_size = initrd_size;
 	cfg.acpi_rsdp = BOOT_TABLES_RSDP;
+	cfg.unpack = true; /* the guest's decompressor is the slowest part of a boot here */
 	r = bzimage_load(&cfg, &e, err, errlen);
 	if (r < 0)
 		return r;
+	emu->linux_unpacked = e.unpacked;
+	snprintf(emu->linux_unpack_note, sizeof(emu->linux_unpack_note), "%s", e.unpack_note);
 	return emu_boot_linux64(emu, e.gdt_base, e.gdt_limit, e.cr3, e.rip, e.rsi, err, errlen);
+}
+
+const char *emu_linux_unpack_note(const struct emu *emu)
+{
+	return emu->linux_unpacked ? NULL : emu->linux_unpack_note;
 }

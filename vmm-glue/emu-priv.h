@@ -220,7 +220,9 @@ struct emu {
 	uint64_t apic_alias;   /* a linear page the guest just mapped onto the xAPIC page */
 	uint64_t native_once;  /* run the special instruction here natively, unlooked-at, once */
 	unsigned int no_progress;
-	unsigned int exc_streak; /* exceptions in a row, with no instruction retired between */
+	unsigned int exc_streak;     /* exceptions in a row, with no instruction retired between */
+	bool linux_unpacked;	     /* emu_load_linux: the VMM inflated the kernel */
+	char linux_unpack_note[160]; /* ...or why not */
 
 	/* fast-mode counting: `cur` has retired up to insns[fed] */
 	struct blk *cur;

@@ -883,6 +883,12 @@ static int run_stub(struct emu *emu, const uint8_t *code, size_t len, uint64_t e
 	emu->in_run = true;
 	ue = uc_emu_start(emu->uc, SCRATCH_BASE + STUB_OFF, 0, 0, 0);
 	emu->in_run = false;
+	/*
+	 * The exit is a translation of its own at `entry`, kept in Unicorn's
+	 * cache after the exits are cleared: the guest's first run would stop
+	 * there again and again. Drop it.
+	 */
+	uc_ctl_remove_cache(emu->uc, entry, entry + 1);
 	mmu_pg_on(emu, true);
 	uc_ctl_set_exits(emu->uc, NULL, 0);
 	emu->exit_set = 0;

@@ -99,6 +99,12 @@ int emu_load_linux(struct emu *emu, const void *image, size_t size, const char *
 		   const void *initrd, size_t initrd_size, char *err, size_t errlen);
 
 /*
+ * After emu_load_linux: NULL where the VMM inflated the kernel itself
+ * (bzimage-unpack.c), else why the guest's decompressor runs.
+ */
+const char *emu_linux_unpack_note(const struct emu *emu);
+
+/*
  * The Linux 64-bit boot protocol's entry state: paging on with `cr3`, CS
  * 0x10 and DS/ES/SS 0x18 from the GDT at `gdt`, RSI = the zero page.
  */

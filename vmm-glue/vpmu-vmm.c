@@ -784,6 +784,16 @@ int main(int argc, char **argv)
 	if (linux) {
 		r = emu_load_linux(emu, image, size, append, initrd_data, initrd_size, err,
 				   sizeof(err));
+		if (r == 0 && verbose) {
+			const char *note = emu_linux_unpack_note(emu);
+
+			if (note)
+				fprintf(stderr, "vpmu-vmm: the guest decompresses its kernel: %s\n",
+					note);
+			else
+				fprintf(stderr, "vpmu-vmm: kernel inflated by vpmu-vmm, entered at "
+						"its startup_64\n");
+		}
 	} else {
 		struct vmm_ram ram = emu_ram(emu);
 

@@ -570,3 +570,166 @@ Test(bzimage_load, refusals)
 	for (uint64_t a = 0x1000000; a < 0x1000000 + KERNEL_SIZE; a += 512)
 		cr_expect_eq(low[a], 0, "no kernel copied at %#lx", (unsigned long) a);
 }
+
+/* ---- the kernel inflated by the VMM (bzimage-unpack.c) ---- */
+
+#define BP_PAYLOAD_OFFSET 0x248
+#define BP_PAYLOAD_LENGTH 0x24c
+#define SEG0		  0x1000000ull /* the kernel's pref_address */
+#define SEG1		  0x1200000ull
+#define ENTRY		  (SEG0 + 0x40)
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	put32(p, (uint32_t) v);
+	put32(p + 4, (uint32_t) (v >> 32));
+}
+
+/*
+ * A vmlinux as the ELF64 spec lays it out (System V gABI, x86-64 psABI):
+ * the header, two PT_LOAD program headers, then segment 0 (0x100 bytes of
+ * code at SEG0) and segment 1 (0x10 bytes of data at SEG1 and 0x1ff0 bytes
+ * of BSS). `seg1` moves the second segment.
+ */
+static size_t make_vmlinux(uint8_t *elf, uint64_t seg1)
+{
+	size_t off0 = 64 + 2 * 56, off1 = off0 + 0x100;
+
+	memset(elf, 0, off1 + 0x10);
+	memcpy(elf, "\177ELF", 4);
+	elf[4] = 2;		/* ELFCLASS64 */
+	elf[5] = 1;		/* little endian */
+	elf[6] = 1;		/* EV_CURRENT */
+	put16(elf + 16, 2);	/* ET_EXEC */
+	put16(elf + 18, 62);	/* EM_X86_64 */
+	put64(elf + 24, ENTRY); /* e_entry */
+	put64(elf + 32, 64);	/* e_phoff */
+	put16(elf + 52, 64);	/* e_ehsize */
+	put16(elf + 54, 56);	/* e_phentsize */
+	put16(elf + 56, 2);	/* e_phnum */
+	for (int i = 0; i < 2; i++) {
+		uint8_t *ph = elf + 64 + 56 * i;
+
+		put32(ph, 1); /* PT_LOAD */
+		put64(ph + 8, i ? off1 : off0);
+		put64(ph + 16, 0xffffffff81000000ull + (i ? seg1 - SEG0 : 0));
+		put64(ph + 24, i ? seg1 : SEG0);
+		put64(ph + 32, i ? 0x10 : 0x100);
+		put64(ph + 40, i ? 0x2000 : 0x100);
+	}
+	for (int i = 0; i < 0x100; i++)
+		elf[off0 + i] = (uint8_t) (0x40 + i);
+	for (int i = 0; i < 0x10; i++)
+		elf[off1 + i] = (uint8_t) (0xd0 + i);
+	return off1 + 0x10;
+}
+
+/* make_image with `payload` (len bytes) as the protected-mode kernel's payload at offset 0x100 */
+static void image_with_payload(const uint8_t *payload, size_t len)
+{
+	make_image(0x020f);
+	cr_assert_leq(len, KERNEL_SIZE - 0x100);
+	memcpy(img + (SETUP_SECTS + 1) * 512 + 0x100, payload, len);
+	put32(img + BP_PAYLOAD_OFFSET, 0x100);
+	put32(img + BP_PAYLOAD_LENGTH, (uint32_t) len);
+}
+
+#ifdef HAVE_LZMA
+#include <lzma.h>
+
+static size_t xz(const uint8_t *in, size_t len, uint8_t *out, size_t cap)
+{
+	size_t pos = 0;
+
+	cr_assert_eq(lzma_easy_buffer_encode(0, LZMA_CHECK_CRC32, NULL, in, len, out, &pos, cap),
+		     LZMA_OK);
+	return pos;
+}
+
+Test(bzimage_load, unpacked)
+{
+	struct bzimage_load_config cfg = { .ranges = kvm_ranges,
+					   .nr_ranges = 3,
+					   .image = img,
+					   .image_size = IMG_SIZE,
+					   .cmdline = cmdline,
+					   .unpack = true };
+	static uint8_t elf[4096], packed[8192];
+	size_t n = xz(elf, make_vmlinux(elf, SEG1), packed, sizeof(packed));
+	struct bzimage_entry e;
+	const uint8_t *g;
+
+	image_with_payload(packed, n);
+	memset(low + SEG0, 0xaa, 8 * MIB); /* what was in RAM before: the BSS must be cleared */
+	cr_assert_eq(bzimage_load(&cfg, &e, err, sizeof(err)), 0, "%s", err);
+	cr_expect(e.unpacked, "the VMM inflated it");
+	cr_expect_str_eq(e.unpack_note, "");
+	cr_expect_eq(e.rip, ENTRY, "entered at vmlinux's entry point, not load address + 200H");
+	cr_expect_eq(e.kernel_addr, SEG0);
+	g = low + SEG0;
+	for (int i = 0; i < 0x100; i++)
+		cr_assert_eq(g[i], (uint8_t) (0x40 + i), "segment 0 byte %d", i);
+	g = low + SEG1;
+	for (int i = 0; i < 0x10; i++)
+		cr_assert_eq(g[i], (uint8_t) (0xd0 + i), "segment 1 byte %d", i);
+	for (int i = 0x10; i < 0x2000; i++)
+		cr_assert_eq(g[i], 0, "BSS byte %#x cleared", i);
+	cr_expect_eq(low[SEG0 + 0x100], 0xaa, "nothing written past segment 0");
+	cr_expect_eq(walk(kvm_ranges, e.cr3, ENTRY), ENTRY, "the entry identity-mapped");
+}
+
+Test(bzimage_load, unpack_refusals)
+{
+	struct bzimage_load_config cfg = { .ranges = kvm_ranges,
+					   .nr_ranges = 3,
+					   .image = img,
+					   .image_size = IMG_SIZE,
+					   .unpack = true };
+	static uint8_t elf[4096], packed[8192];
+	struct bzimage_entry e;
+	size_t n;
+
+	/* a damaged stream: one line, nothing loaded */
+	n = xz(elf, make_vmlinux(elf, SEG1), packed, sizeof(packed));
+	packed[n / 2] ^= 0x55;
+	image_with_payload(packed, n);
+	cr_expect_eq(bzimage_load(&cfg, &e, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "the kernel's XZ payload is damaged") == err, "%s", err);
+	/* a segment past init_size (8 MiB from SEG0) */
+	n = xz(elf, make_vmlinux(elf, SEG0 + 8 * MIB), packed, sizeof(packed));
+	image_with_payload(packed, n);
+	cr_expect_eq(bzimage_load(&cfg, &e, err, sizeof(err)), -ENOEXEC);
+	cr_expect(strstr(err, "vmlinux: segment 1 (physical 0x1800000") == err, "%s", err);
+	/* not an ELF inside */
+	memset(elf, 0x90, 256);
+	n = xz(elf, 256, packed, sizeof(packed));
+	image_with_payload(packed, n);
+	cr_expect_eq(bzimage_load(&cfg, &e, err, sizeof(err)), -ENOEXEC);
+	cr_expect_str_eq(err, "the bzImage's payload is not an x86-64 ELF executable (vmlinux)");
+	/* a payload outside the kernel */
+	image_with_payload(packed, n);
+	put32(img + BP_PAYLOAD_LENGTH, KERNEL_SIZE);
+	cr_expect_eq(bzimage_load(&cfg, &e, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "bzImage payload 0x100+0x10000 lies outside") == err, "%s", err);
+}
+#endif
+
+/* A payload that is not XZ (gzip here): the guest's own decompressor runs, as before. */
+Test(bzimage_load, not_xz_left_to_the_guest)
+{
+	struct bzimage_load_config cfg = { .ranges = kvm_ranges,
+					   .nr_ranges = 3,
+					   .image = img,
+					   .image_size = IMG_SIZE,
+					   .unpack = true };
+	static const uint8_t gz[16] = { 0x1f, 0x8b, 8, 0 };
+	struct bzimage_entry e;
+
+	image_with_payload(gz, sizeof(gz));
+	cr_assert_eq(bzimage_load(&cfg, &e, err, sizeof(err)), 0, "%s", err);
+	cr_expect(!e.unpacked);
+	cr_expect_eq(e.rip, 0x1000200, "the decompressor's 64-bit entry");
+	cr_expect(strstr(e.unpack_note, "not XZ-compressed (first bytes 1f 8b 08 00)"), "%s",
+		  e.unpack_note);
+	cr_expect_eq(low[SEG0 + 0x100], 0x1f, "the compressed kernel copied as it is");
+}
