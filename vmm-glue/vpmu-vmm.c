@@ -907,8 +907,11 @@ static int snapshot_open(struct opts *o, void **ret_blob, size_t *ret_len)
 		fprintf(stderr, "vpmu-vmm: --restore %s: %s\n", p, err);
 		return -1;
 	}
-	if (o->cpu_given &&
-	    (strcmp(o->cfg.model, info.model) || o->cfg.pmu_version != info.pmu_version)) {
+	if (vpmu_model_find(info.model) < 0) {
+		fprintf(stderr, "vpmu-vmm: --restore %s: a snapshot of an unknown CPU model '%s'\n",
+			p, info.model);
+	} else if (o->cpu_given &&
+		   (strcmp(o->cfg.model, info.model) || o->cfg.pmu_version != info.pmu_version)) {
 		fprintf(stderr,
 			"vpmu-vmm: --restore %s: a snapshot of a %s%s guest; drop --cpu %s\n", p,
 			info.model, info.pmu_version ? " (narrowed)" : "", o->cfg.model);

@@ -113,6 +113,10 @@ def main():
         refused(vmm, tmp, reseal(b), 'an Icelake-Server vPMU under a Skylake-Server header',
                 r'vPMU refused its part.*Icelake-Server snapshot, this vCPU is Skylake-Server')
 
+        b = bytearray(blob)
+        b[0x20:0x40] = b'Bogus'.ljust(32, b'\0')
+        refused(vmm, tmp, reseal(b), 'an unknown model', r"unknown CPU model 'Bogus'")
+
         # a good checksum over values no device can hold
         b = bytearray(blob)
         b[sec[TAG_VCPU][0] + 64] = 2  # cs64, after eight 64-bit control registers
