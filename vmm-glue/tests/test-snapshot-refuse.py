@@ -7,7 +7,7 @@ values no device can hold even under a good checksum, and what is no
 snapshot at all (nothing, a directory, a kernel, no file). Then mutated
 snapshots with a recomputed checksum, from a fixed seed: whatever each
 does, vpmu-vmm ends on its own (a guest exit, a guest error or a refusal),
-never by a signal.
+never by a signal or with a sanitizer's report.
 
 usage: test-snapshot-refuse.py VMM KERNEL"""
 import os
@@ -159,12 +159,13 @@ def main():
                 f.write(reseal(b))
             p = run([vmm, '--accel', 'emu', '--max-insns', '3000000', '--timeout', '20',
                      '--restore', path])
-            if p.returncode < 0:
+            sanitizer = re.search(rb'runtime error|AddressSanitizer|LeakSanitizer', p.stderr)
+            if p.returncode < 0 or sanitizer:
                 crashed += 1
                 print(f'  mutation {i}: section {tag} byte {k}: exit {p.returncode}, '
                       f'{p.stderr[-300:]!r}')
         check(crashed == 0, f'{MUTATIONS} mutated snapshots with good checksums: '
-              f'{crashed} ended by a signal')
+              f'{crashed} ended by a signal or a sanitizer report')
     print(f'test-snapshot-refuse: {failures} failed')
     return 1 if failures else 0
 
