@@ -502,6 +502,8 @@ void count_hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 	if (emu->cfg.max_instructions && emu->st.instructions > emu->cfg.max_instructions)
 		emu_fatal(emu, "the guest ran past %llu instructions (--max-insns)",
 			  (unsigned long long) emu->cfg.max_instructions);
+	if (emu->stop_armed && emu->st.instructions >= emu->stop_at)
+		emu->want_stop = true; /* emu_stop_at: emu_run returns before the next run */
 	/* the LAPIC timer's interrupt is due: stop at this block boundary */
 	if (emu_tsc(emu) >= emu->timer_at)
 		emu->want_stop = true;

@@ -271,6 +271,10 @@ struct emu {
 	uint64_t tsc_hz;		   /* the model's CPUID 15H rate: what the TSC counts */
 	uint64_t idle_cycles;		   /* TSC ticks spent halted (no instruction retired) */
 	uint64_t timer_at; /* TSC of the LAPIC timer's next interrupt, UINT64_MAX: none */
+	bool log_capture;  /* the vPMU's log lines go to log_captured (a restore's reason) */
+	char log_captured[160];
+	bool stop_armed; /* emu_stop_at: emu_run returns once stop_at instructions retired */
+	uint64_t stop_at;
 
 	struct blk blocks[BLK_CACHE];
 };

@@ -495,8 +495,10 @@ static void pmi_cb(void *data, struct vpmu_vcpu *vcpu)
 	bool merged;
 
 	vpmu_lvt_decode(lapic_lvtpc(&emu->apic), &d);
-	if (d.action == VPMU_LVT_DROP || !(emu->apic.base & APIC_BASE_ENABLE))
+	if (d.action == VPMU_LVT_DROP || !(emu->apic.base & APIC_BASE_ENABLE)) {
+		vpmu_pmi_dropped(vcpu); /* lost, as on hardware: not asked again after a restore */
 		return;
+	}
 	lapic_set_lvtpc(&emu->apic, d.after);
 	/* one already pending for the same vector (or NMI) takes this one in: merged */
 	if (d.action == VPMU_LVT_NMI) {
@@ -510,6 +512,8 @@ static void pmi_cb(void *data, struct vpmu_vcpu *vcpu)
 		vpmu_pmi_merged(vcpu);
 	else
 		vpmu_pmi_delivered(vcpu);
+	if (emu->st.pmis < EMU_PMI_RECORD)
+		emu->st.pmi_insns[emu->st.pmis] = emu->st.instructions;
 	emu->st.pmis++;
 	if (emu->st.instructions - emu->last_pmi_insns < PMI_STORM_MIN) {
 		if (++emu->storm > PMI_STORM_COUNT)
@@ -554,6 +558,19 @@ static int regs_cb(void *data, struct vpmu_vcpu *vcpu, struct vpmu_guest_regs *r
 	r->long_mode = emu->cs64 && (emu->efer & EFER_LMA);
 	r->sse = emu->cr4 & (1ull << 9);
 	return 0;
+}
+
+/* The vPMU's log: the embedder's, or the reason a snapshot restore reports (emu-snapshot.c). */
+static void log_cb(void *data, enum vpmu_log_level level, const char *msg)
+{
+	struct emu *emu = data;
+
+	if (emu->log_capture) {
+		snprintf(emu->log_captured, sizeof(emu->log_captured), "%s", msg);
+		return;
+	}
+	if (emu->cfg.pmu_log)
+		emu->cfg.pmu_log(emu->cfg.pmu_log_data, level, msg);
 }
 
 /* ---- setup --------------------------------------------------------------- */
@@ -642,8 +659,8 @@ static int new_vpmu(struct emu *emu, const struct emu_config *cfg, char *err, si
 	vc.filter = cfg->pmu_filter;
 	vc.linear_bits = 48; /* Unicorn has no 5-level paging: CPUID.80000008H says 48 */
 	/* errors come back as codes; vpmu-vmm prints its own line for them */
-	vc.log = cfg->pmu_log;
-	vc.log_data = cfg->pmu_log_data;
+	vc.log = log_cb;
+	vc.log_data = emu;
 	vc.log_level = VPMU_LOG_WARNING;
 	r = vpmu_vcpu_new(&vc, &emu->pmu);
 	emu->host_poll = cfg->pmu_backend != VPMU_BACKEND_EXACT && cfg->pmu_signo == -1;
@@ -822,6 +839,12 @@ struct vpmu_vcpu *emu_vpmu(struct emu *emu)
 struct platform *emu_platform(struct emu *emu)
 {
 	return &emu->plat;
+}
+
+void emu_stop_at(struct emu *emu, uint64_t n)
+{
+	emu->stop_armed = true;
+	emu->stop_at = n;
 }
 
 void emu_kick(struct emu *emu)
@@ -1299,6 +1322,10 @@ int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 		}
 		if (emu->fatal)
 			continue;
+		if (emu->stop_armed && emu->st.instructions >= emu->stop_at) {
+			emu->stop_armed = false; /* emu_stop_at: between blocks, nothing owed */
+			return EMU_RUN_STOP_POINT;
+		}
 		emu->stopped = false;
 		emu->async_stop = 0;
 		emu->cur = NULL;

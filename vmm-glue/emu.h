@@ -43,6 +43,8 @@ struct emu_config {
 	int pmu_version;
 };
 
+#define EMU_PMI_RECORD 8
+
 struct emu_stats {
 	uint64_t instructions;	 /* retired guest instructions */
 	uint64_t cycles;	 /* modelled core cycles (= guest TSC ticks) */
@@ -69,6 +71,8 @@ struct emu_stats {
 	uint64_t halts; /* HLTs the modelled clock skipped to the next timer interrupt */
 	uint64_t kicks; /* host-counter overflows that stopped the guest to poll the vPMU
 			   (a signal, emu_kick, or a record found between blocks) */
+	/* instructions retired when each of the first EMU_PMI_RECORD PMIs was raised (0: none) */
+	uint64_t pmi_insns[EMU_PMI_RECORD];
 };
 
 void emu_config_init(struct emu_config *cfg);
@@ -113,10 +117,59 @@ int emu_boot_linux64(struct emu *emu, uint64_t gdt, uint16_t gdt_limit, uint64_t
 
 /*
  * Run until the guest writes the debug-exit port (0, *ret_status = its
- * exit status) or fails (-EFAULT: the guest did something the VMM cannot
- * go on from, such as a triple fault; `err` holds one line).
+ * exit status), reaches the stop point of emu_stop_at (EMU_RUN_STOP_POINT)
+ * or fails (-EFAULT: the guest did something the VMM cannot go on from,
+ * such as a triple fault; `err` holds one line).
  */
 int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen);
+
+/*
+ * Make emu_run return EMU_RUN_STOP_POINT at the first block boundary where
+ * `n` or more guest instructions have retired (0: before the first one),
+ * once. The same guest stops at the same place every run: a point to save
+ * it at (emu_save).
+ */
+#define EMU_RUN_STOP_POINT 1
+void emu_stop_at(struct emu *emu, uint64_t n);
+
+/*
+ * Snapshots (emu-snapshot.c): the guest as it can observe itself -- CPU
+ * state, the VMM's registers and pending events, the modelled clock,
+ * LAPIC, platform devices, vPMU and RAM -- to go on in another process
+ * exactly as it would have here. Take one when emu_run has returned
+ * (EMU_RUN_STOP_POINT, or before the first run); restore it into a fresh
+ * emu made with the same model, perfmon narrowing, RAM size, layout and
+ * event filter, and with the same Unicorn, then call emu_run.
+ */
+#define EMU_SNAPSHOT_FORMAT 1
+
+struct emu_snapshot_info {
+	char model[32]; /* NUL-terminated */
+	int pmu_version;
+	uint64_t mem_size;
+	enum emu_layout layout;
+	bool pmu;
+	uint64_t instructions; /* retired when it was taken */
+};
+
+/* 0, or a negative errno with one line in `err` (-EIO: writing `f` failed). */
+int emu_save(struct emu *emu, FILE *f, char *err, size_t errlen);
+
+/*
+ * Read a snapshot from `f` and check it on its own (header, size, CRC,
+ * sections): *ret_blob (free() it) and *ret_len for emu_restore, and what
+ * guest it needs in *ret_info. -EBADMSG: not a snapshot or a damaged one;
+ * -EPROTONOSUPPORT: another format; -EFBIG, -EIO, -ENOMEM. `err` says why.
+ */
+int emu_snapshot_read(FILE *f, void **ret_blob, size_t *ret_len, struct emu_snapshot_info *ret_info,
+		      char *err, size_t errlen);
+
+/*
+ * Restore into a fresh `emu` (not run yet). Everything is checked before
+ * anything changes: -EBADMSG (damaged), -EXDEV (another model, RAM size,
+ * Unicorn or event filter), -EPROTONOSUPPORT, with one line in `err`.
+ */
+int emu_restore(struct emu *emu, const void *blob, size_t len, char *err, size_t errlen);
 
 /*
  * From a signal handler or another thread (async-signal-safe): stop the

@@ -700,6 +700,7 @@ static void deliver_pmi(struct kvm_cpu *c)
 		c->st.pmis_merged++;
 		break;
 	case KVM_PMI_DROPPED:
+		vpmu_pmi_dropped(c->pmu); /* masked LVT or APIC off: lost, as on hardware */
 		break;
 	default:
 		if (!c->pmi_warned)

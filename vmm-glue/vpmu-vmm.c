@@ -36,6 +36,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: vpmu-vmm [OPTIONS] KERNEL\n"
+		"       vpmu-vmm [OPTIONS] --restore FILE\n"
 		"Boot KERNEL (multiboot v1, ELF64, or a Linux bzImage on KVM) with a virtual "
 		"PMU.\n\n"
 		"  --accel auto|kvm|emu        vCPU: auto picks kvm where /dev/kvm works and the "
@@ -70,6 +71,14 @@ static void usage(FILE *f)
 		"  --pmu-filter FILE           allow/deny guest PMU events and fixed counters, as "
 		"KVM's\n"
 		"                              PMU event filter does (format: docs/pmu-filter.md)\n"
+		"  --save-at N FILE            emulator: at the first block boundary after N "
+		"guest\n"
+		"                              instructions, save the guest (CPU, RAM, devices, "
+		"vPMU)\n"
+		"                              to FILE and exit 0\n"
+		"  --restore FILE              emulator: go on with the guest saved in FILE (no "
+		"KERNEL;\n"
+		"                              its model and RAM size come from FILE)\n"
 		"  -v, --verbose               print a summary of vPMU activity on exit\n"
 		"  -h, --help                  this text\n\n"
 		"The guest's exit status is the isa-debug-exit value V written to port 0xf4,\n"
@@ -231,6 +240,15 @@ static void summary(struct emu *emu)
 			"(CR2 %#llx)\n",
 			s.last_exc_vector, s.last_exc_error, (unsigned long long) s.last_exc_rip,
 			(unsigned long long) s.last_exc_cr2);
+	if (s.pmis) {
+		char at[EMU_PMI_RECORD * 24] = "";
+		size_t n = 0;
+
+		for (unsigned int i = 0; i < EMU_PMI_RECORD && i < s.pmis; i++)
+			n += (size_t) snprintf(at + n, sizeof(at) - n, " %llu",
+					       (unsigned long long) s.pmi_insns[i]);
+		fprintf(stderr, "vpmu-vmm: the first PMIs came after these instructions:%s\n", at);
+	}
 	platform_print_unknown(emu_platform(emu), stderr);
 	summary_vpmu(emu_vpmu(emu));
 }
@@ -404,20 +422,389 @@ static bool host_has_pmu(void)
 	return true;
 }
 
-struct run_args {
-	const char *kernel, *append, *initrd, *stats;
-	const void *image, *initrd_data;
-	size_t size, initrd_size;
-	bool verbose;
+/* ---- options (init) ------------------------------------------------------- */
+
+struct opts {
+	const char *accel, *counters, *append, *initrd, *stats, *dump, *filter_path, *kernel;
+	const char *save_path, *restore_path;
+	uint64_t save_at;
+	bool save, verbose, cpu_given, mem_given;
 	double timeout;
+	unsigned int smp;
+	struct emu_config cfg;
+	char model[32]; /* --restore: the snapshot's model */
+	/* the kernel and initrd, read by read_images */
+	void *image, *initrd_data;
+	size_t size, initrd_size;
 };
 
-static int run_kvm(const struct kvm_vm_config *kc, const struct run_args *a)
+static int opt_max_insns(const char *arg, uint64_t *ret)
+{
+	char *end;
+
+	errno = 0;
+	*ret = strtoull(arg, &end, 0);
+	if (errno || *end || !*ret) {
+		fprintf(stderr, "vpmu-vmm: --max-insns %s: give a number of instructions above 0\n",
+			arg);
+		return -1;
+	}
+	return 0;
+}
+
+static int opt_timeout(const char *arg, double *ret)
+{
+	char *end;
+
+	*ret = strtod(arg, &end);
+	if (*end || !(*ret > 0) || *ret > 1e6) {
+		fprintf(stderr,
+			"vpmu-vmm: --timeout %s: give seconds of wall time, e.g. 30 or 0.5\n", arg);
+		return -1;
+	}
+	return 0;
+}
+
+static int opt_smp(const char *arg, unsigned int *ret)
+{
+	char *end;
+	unsigned long n = strtoul(arg, &end, 10);
+
+	if (*end || !n || n > KVM_VM_MAX_VCPUS) {
+		fprintf(stderr, "vpmu-vmm: --smp %s: use 1 to %u\n", arg, KVM_VM_MAX_VCPUS);
+		return -1;
+	}
+	*ret = (unsigned int) n;
+	return 0;
+}
+
+/* --save-at N FILE: N from getopt, FILE the next argument. */
+static int opt_save_at(struct opts *o, const char *arg, int argc, char **argv)
+{
+	char *end;
+
+	errno = 0;
+	o->save_at = strtoull(arg, &end, 0);
+	if (errno || *end || end == arg || arg[0] == '-' || optind >= argc ||
+	    argv[optind][0] == '-' || !argv[optind][0]) {
+		fprintf(stderr,
+			"vpmu-vmm: --save-at %s: use --save-at N FILE (N: guest "
+			"instructions, 0 or more; FILE: the snapshot to write)\n",
+			arg);
+		return -1;
+	}
+	o->save_path = argv[optind++];
+	o->save = true;
+	return 0;
+}
+
+static const struct option long_opts[] = {
+	{ "accel", required_argument, NULL, 'a' },
+	{ "cpu", required_argument, NULL, 'c' },
+	{ "mem", required_argument, NULL, 'm' },
+	{ "host-counters", required_argument, NULL, 'H' },
+	{ "append", required_argument, NULL, 'A' },
+	{ "initrd", required_argument, NULL, 'i' },
+	{ "stats", required_argument, NULL, 's' },
+	{ "pebs-dump", required_argument, NULL, 'P' },
+	{ "max-insns", required_argument, NULL, 'n' },
+	{ "timeout", required_argument, NULL, 'T' },
+	{ "pmu-filter", required_argument, NULL, 'F' },
+	{ "save-at", required_argument, NULL, 'W' },
+	{ "restore", required_argument, NULL, 'R' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "smp", required_argument, NULL, 'S' },
+	{ "help", no_argument, NULL, 'h' },
+	{},
+};
+
+/* One option: 0, 1 (--help: done), -1 (a line said what was wrong). */
+static int parse_option(struct opts *o, int c, int argc, char **argv)
+{
+	switch (c) {
+	case 'a':
+		o->accel = optarg;
+		return 0;
+	case 'c':
+		if (parse_cpu(optarg, &o->cfg.pmu_version) < 0) {
+			fprintf(stderr,
+				"vpmu-vmm: --cpu %s: use MODEL or MODEL,perfmon=N (N: the perfmon "
+				"version, 2 up to the model's)\n",
+				optarg);
+			return -1;
+		}
+		o->cfg.model = optarg;
+		o->cpu_given = true;
+		return 0;
+	case 'm':
+		if (parse_size(optarg, &o->cfg.mem_size) < 0) {
+			fprintf(stderr, "vpmu-vmm: --mem %s: not a size (use e.g. 128M or 1G)\n",
+				optarg);
+			return -1;
+		}
+		o->mem_given = true;
+		return 0;
+	case 'H':
+		o->counters = optarg;
+		return 0;
+	case 'A':
+		o->append = optarg;
+		return 0;
+	case 'i':
+		o->initrd = optarg;
+		return 0;
+	case 's':
+		o->stats = optarg;
+		return 0;
+	case 'P':
+		o->dump = optarg;
+		return 0;
+	case 'n':
+		return opt_max_insns(optarg, &o->cfg.max_instructions);
+	case 'T':
+		return opt_timeout(optarg, &o->timeout);
+	case 'F':
+		o->filter_path = optarg;
+		return 0;
+	case 'W':
+		return opt_save_at(o, optarg, argc, argv);
+	case 'R':
+		o->restore_path = optarg;
+		return 0;
+	case 'v':
+		o->verbose = true;
+		return 0;
+	case 'S':
+		return opt_smp(optarg, &o->smp);
+	case 'h':
+		usage(stdout);
+		return 1;
+	default:
+		fprintf(stderr, "vpmu-vmm: see vpmu-vmm --help\n");
+		return -1;
+	}
+}
+
+/* What the options say together: the kernel, the accelerator and counters named right. */
+static int check_options(struct opts *o, int argc, char **argv)
+{
+	if (o->restore_path && optind != argc) {
+		fprintf(stderr,
+			"vpmu-vmm: --restore %s: the snapshot holds the guest's kernel in "
+			"its RAM; give no KERNEL\n",
+			o->restore_path);
+		return -1;
+	}
+	if (!o->restore_path && optind != argc - 1) {
+		fprintf(stderr, "vpmu-vmm: %s (see vpmu-vmm --help)\n",
+			optind == argc ? "no KERNEL given" : "more than one KERNEL given");
+		return -1;
+	}
+	o->kernel = o->restore_path ? NULL : argv[optind];
+	if (strcmp(o->accel, "auto") && strcmp(o->accel, "kvm") && strcmp(o->accel, "emu")) {
+		fprintf(stderr, "vpmu-vmm: --accel %s: use auto, kvm or emu\n", o->accel);
+		return -1;
+	}
+	if (strcmp(o->counters, "auto") && strcmp(o->counters, "exact") &&
+	    strcmp(o->counters, "time") && strcmp(o->counters, "perf")) {
+		fprintf(stderr, "vpmu-vmm: --host-counters %s: use auto, exact, time or perf\n",
+			o->counters);
+		return -1;
+	}
+	if (o->restore_path && (o->append || o->initrd)) {
+		fprintf(stderr, "vpmu-vmm: --restore %s: the guest booted already; drop --%s\n",
+			o->restore_path, o->append ? "append" : "initrd");
+		return -1;
+	}
+	if ((o->save || o->restore_path) && !strcmp(o->accel, "kvm")) {
+		fprintf(stderr,
+			"vpmu-vmm: --%s is the emulator's: use --accel emu (or auto) to save or "
+			"restore a guest\n",
+			o->save ? "save-at" : "restore");
+		return -1;
+	}
+	return 0;
+}
+
+/* 0: run; 1: exit 0 (--help); -1: exit EXIT_VMM_ERROR (a line said why). */
+static int parse_options(int argc, char **argv, struct opts *o)
+{
+	int c, r;
+
+	memset(o, 0, sizeof(*o));
+	o->accel = "auto";
+	o->counters = "auto";
+	o->smp = 1;
+	emu_config_init(&o->cfg);
+	o->cfg.pmu_log = pmu_log;
+	while ((c = getopt_long(argc, argv, "vh", long_opts, NULL)) != -1) {
+		r = parse_option(o, c, argc, argv);
+		if (r)
+			return r;
+	}
+	if (check_options(o, argc, argv) < 0)
+		return -1;
+	if (o->filter_path) {
+		char err[512] = "";
+
+		r = vpmu_filter_load(o->filter_path, &pmu_filter, err, sizeof(err));
+		if (r < 0) {
+			fprintf(stderr, "vpmu-vmm: --pmu-filter %s: %s\n", o->filter_path,
+				err[0] ? err : strerror(-r));
+			return -1;
+		}
+		o->cfg.pmu_filter = pmu_filter;
+	}
+	return 0;
+}
+
+/* ---- accelerator and host-counter policy ---------------------------------- */
+
+/* --accel: KVM or the emulator; auto says why with --verbose. */
+static bool choose_kvm(const struct opts *o)
+{
+	char why[256];
+	bool use_kvm;
+
+	if (strcmp(o->accel, "auto"))
+		return !strcmp(o->accel, "kvm");
+	if (o->save || o->restore_path) {
+		snprintf(why, sizeof(why), "snapshots are the emulator's (--%s)",
+			 o->save ? "save-at" : "restore");
+		use_kvm = false;
+	} else if (kvm_probe(why, sizeof(why)) < 0) {
+		use_kvm = false;
+	} else if (!host_has_pmu()) {
+		snprintf(why, sizeof(why),
+			 "KVM works here but the host has no hardware PMU to back guest counters; "
+			 "the emulator counts exactly");
+		use_kvm = false;
+	} else {
+		snprintf(why, sizeof(why), "/dev/kvm works and the host has a hardware PMU");
+		use_kvm = true;
+	}
+	if (o->verbose)
+		fprintf(stderr, "vpmu-vmm: --accel auto: using %s (%s)\n",
+			use_kvm ? "KVM" : "the emulator", why);
+	return use_kvm;
+}
+
+/* --host-counters under KVM: perf where the host has a PMU, else time. */
+static void kvm_backend(const struct opts *o, struct kvm_vm_config *kc)
+{
+	char why[256];
+
+	if (!strcmp(o->counters, "time")) {
+		kc->backend = VPMU_BACKEND_TIME;
+		snprintf(why, sizeof(why), "asked for: cycles from the vCPU threads' CPU time");
+	} else if (host_has_pmu()) {
+		kc->backend = VPMU_BACKEND_PERF;
+		snprintf(why, sizeof(why), "%s: host hardware events in guest mode",
+			 !strcmp(o->counters, "perf") ? "asked for"
+						      : "the host has a hardware PMU");
+	} else if (!strcmp(o->counters, "perf")) {
+		kc->backend = VPMU_BACKEND_PERF;
+		snprintf(why, sizeof(why),
+			 "asked for, but the host has no hardware PMU: guest counters will be "
+			 "unbacked (--host-counters time counts cycles)");
+	} else {
+		kc->backend = VPMU_BACKEND_TIME;
+		snprintf(why, sizeof(why),
+			 "the host has no hardware PMU: cycles from the vCPU threads' CPU time");
+	}
+	if (o->verbose)
+		fprintf(stderr, "vpmu-vmm: --host-counters %s: using %s (%s)\n", o->counters,
+			kc->backend == VPMU_BACKEND_PERF ? "perf" : "time", why);
+}
+
+/* --host-counters on the emulator: exact, or time when asked for. */
+static void emu_backend(struct opts *o)
+{
+	char why[256];
+
+	if (!strcmp(o->counters, "time")) {
+		o->cfg.pmu_backend = VPMU_BACKEND_TIME;
+		o->cfg.pmu_signo = -1; /* no signals: the emulator looks between blocks */
+		snprintf(why, sizeof(why),
+			 "asked for: cycles from this thread's CPU time, which is the guest's; "
+			 "other events unbacked");
+	} else {
+		snprintf(why, sizeof(why), "%sthe emulator counts every event it models exactly",
+			 strcmp(o->counters, "auto") ? "asked for: " : "");
+	}
+	if (o->verbose)
+		fprintf(stderr, "vpmu-vmm: --host-counters %s: using %s (%s)\n", o->counters,
+			o->cfg.pmu_backend == VPMU_BACKEND_TIME ? "time" : "exact", why);
+}
+
+/* The kernel and --initrd into memory. */
+static int read_images(struct opts *o)
+{
+	char err[512];
+
+	o->image = read_file(o->kernel, &o->size, err, sizeof(err));
+	if (o->image && o->initrd)
+		o->initrd_data = read_file(o->initrd, &o->initrd_size, err, sizeof(err));
+	if (!o->image || (o->initrd && !o->initrd_data)) {
+		fprintf(stderr, "vpmu-vmm: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static void free_images(struct opts *o)
+{
+	free(o->image);
+	free(o->initrd_data);
+	o->image = o->initrd_data = NULL;
+}
+
+/* ---- --accel kvm (work) --------------------------------------------------------- */
+
+/* The guest's kernel into the VM, its vCPUs at the entry point. */
+static int kvm_load(struct kvm_vm *vm, const struct opts *o)
+{
+	struct vmm_module mod = { o->initrd_data, o->initrd_size, o->initrd };
+	struct vmm_boot boot;
+	char err[512];
+	int r;
+
+	if (is_bzimage(o->image, o->size)) {
+		r = kvm_vm_boot_linux(vm, o->image, o->size, o->append, o->initrd_data,
+				      o->initrd_size, err, sizeof(err));
+	} else {
+		struct vmm_ram ram = kvm_vm_ram(vm);
+
+		r = vmm_load_kernel(&ram, o->image, o->size, o->append, o->initrd ? &mod : NULL,
+				    o->initrd ? 1 : 0, &boot, err, sizeof(err));
+		if (r == 0)
+			r = kvm_vm_boot(vm, &boot, err, sizeof(err));
+	}
+	if (r < 0)
+		fprintf(stderr, "vpmu-vmm: %s: %s\n", o->kernel, err);
+	return r;
+}
+
+static void kvm_summary(struct kvm_vm *vm, unsigned int smp)
+{
+	struct kvm_vm_stats st;
+
+	kvm_vm_stats(vm, &st);
+	fprintf(stderr,
+		"vpmu-vmm: kvm: %u vCPU(s); exits: %llu, %llu MSR, %llu I/O; %llu PMIs (%llu "
+		"NMIs), %llu RDPMC shadow refreshes, %llu signals\n",
+		smp, (unsigned long long) st.exits, (unsigned long long) st.msr_exits,
+		(unsigned long long) st.io_exits, (unsigned long long) st.pmis,
+		(unsigned long long) st.nmis, (unsigned long long) st.shadow_writes,
+		(unsigned long long) st.signals);
+	for (unsigned int i = 0; i < smp; i++)
+		summary_vpmu(kvm_vm_vpmu(vm, i));
+}
+
+static int run_kvm(const struct kvm_vm_config *kc, const struct opts *o)
 {
 	struct stats_server *srv = NULL;
 	struct kvm_vm *vm = NULL;
-	struct vmm_boot boot;
-	struct vmm_module mod = { a->initrd_data, a->initrd_size, a->initrd };
 	char err[512];
 	int r, status = 0;
 
@@ -426,23 +813,11 @@ static int run_kvm(const struct kvm_vm_config *kc, const struct run_args *a)
 		fprintf(stderr, "vpmu-vmm: --accel kvm: %s\n", err);
 		return EXIT_VMM_ERROR;
 	}
-	if (is_bzimage(a->image, a->size)) {
-		r = kvm_vm_boot_linux(vm, a->image, a->size, a->append, a->initrd_data,
-				      a->initrd_size, err, sizeof(err));
-	} else {
-		struct vmm_ram ram = kvm_vm_ram(vm);
-
-		r = vmm_load_kernel(&ram, a->image, a->size, a->append, a->initrd ? &mod : NULL,
-				    a->initrd ? 1 : 0, &boot, err, sizeof(err));
-		if (r == 0)
-			r = kvm_vm_boot(vm, &boot, err, sizeof(err));
-	}
-	if (r < 0) {
-		fprintf(stderr, "vpmu-vmm: %s: %s\n", a->kernel, err);
+	if (kvm_load(vm, o) < 0) {
 		kvm_vm_free(vm);
 		return EXIT_VMM_ERROR;
 	}
-	if (a->stats && stats_start(&srv, a->stats, kvm_vm_vpmu(vm, 0), err, sizeof(err)) < 0) {
+	if (o->stats && stats_start(&srv, o->stats, kvm_vm_vpmu(vm, 0), err, sizeof(err)) < 0) {
 		fprintf(stderr, "vpmu-vmm: %s\n", err);
 		kvm_vm_free(vm);
 		return EXIT_VMM_ERROR;
@@ -451,397 +826,300 @@ static int run_kvm(const struct kvm_vm_config *kc, const struct run_args *a)
 	if (stop_sig) {
 		r = 0; /* stopped before it started */
 	} else {
-		arm_timeout(a->timeout);
+		arm_timeout(o->timeout);
 		r = kvm_vm_run(vm, &status, err, sizeof(err));
 	}
 	stop_vm = NULL;
 	fflush(stdout);
 	if (stop_sig) {
 		kvm_vm_describe(vm, err, sizeof(err));
-		status = stopped_status(err, a->timeout);
+		status = stopped_status(err, o->timeout);
 	} else if (r < 0) {
 		fprintf(stderr, "vpmu-vmm: %s\n", err);
 		status = EXIT_VMM_ERROR;
 	}
 	stats_server_stop(srv);
-	srv = NULL;
-	if (a->verbose || stop_sig) {
-		struct kvm_vm_stats st;
-
-		kvm_vm_stats(vm, &st);
-		fprintf(stderr,
-			"vpmu-vmm: kvm: %u vCPU(s); exits: %llu, %llu MSR, %llu I/O; %llu "
-			"PMIs (%llu NMIs), %llu RDPMC shadow refreshes, %llu signals\n",
-			kc->smp, (unsigned long long) st.exits, (unsigned long long) st.msr_exits,
-			(unsigned long long) st.io_exits, (unsigned long long) st.pmis,
-			(unsigned long long) st.nmis, (unsigned long long) st.shadow_writes,
-			(unsigned long long) st.signals);
-		for (unsigned int i = 0; i < kc->smp; i++)
-			summary_vpmu(kvm_vm_vpmu(vm, i));
-	}
+	if (o->verbose || stop_sig)
+		kvm_summary(vm, kc->smp);
 	kvm_vm_free(vm);
 	return status;
 }
 
-int main(int argc, char **argv)
+/* The KVM path: what only the emulator does refused, then the VM. */
+static int main_kvm(struct opts *o)
 {
-	static const struct option opts[] = {
-		{ "accel", required_argument, NULL, 'a' },
-		{ "cpu", required_argument, NULL, 'c' },
-		{ "mem", required_argument, NULL, 'm' },
-		{ "host-counters", required_argument, NULL, 'H' },
-		{ "append", required_argument, NULL, 'A' },
-		{ "initrd", required_argument, NULL, 'i' },
-		{ "stats", required_argument, NULL, 's' },
-		{ "pebs-dump", required_argument, NULL, 'P' },
-		{ "max-insns", required_argument, NULL, 'n' },
-		{ "timeout", required_argument, NULL, 'T' },
-		{ "pmu-filter", required_argument, NULL, 'F' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "smp", required_argument, NULL, 'S' },
-		{ "help", no_argument, NULL, 'h' },
-		{},
-	};
-	const char *accel = "auto", *counters = "auto", *append = NULL, *initrd = NULL;
-	const char *stats = NULL, *dump = NULL, *filter_path = NULL;
-	struct stats_server *srv = NULL;
-	struct emu_config cfg;
-	struct emu *emu = NULL;
-	struct vmm_boot boot;
-	struct vmm_module mod;
-	char err[512];
-	void *image, *initrd_data = NULL;
-	size_t size, initrd_size = 0;
-	bool verbose = false, use_kvm, linux = false;
-	double timeout = 0;
-	unsigned int smp = 1;
-	char why[256];
-	int c, r, status = 0;
+	struct kvm_vm_config kc;
+	int status;
 
-	stop_signals(); /* first: before the stats socket exists, so it is never left behind */
-	emu_config_init(&cfg);
-	cfg.pmu_log = pmu_log;
-	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'a':
-			accel = optarg;
-			break;
-		case 'c':
-			if (parse_cpu(optarg, &cfg.pmu_version) < 0) {
-				fprintf(stderr,
-					"vpmu-vmm: --cpu %s: use MODEL or MODEL,perfmon=N (N: the "
-					"perfmon version, 2 up to the model's)\n",
-					optarg);
-				return EXIT_VMM_ERROR;
-			}
-			cfg.model = optarg;
-			break;
-		case 'm':
-			if (parse_size(optarg, &cfg.mem_size) < 0) {
-				fprintf(stderr,
-					"vpmu-vmm: --mem %s: not a size (use e.g. 128M or 1G)\n",
-					optarg);
-				return EXIT_VMM_ERROR;
-			}
-			break;
-		case 'H':
-			counters = optarg;
-			break;
-		case 'A':
-			append = optarg;
-			break;
-		case 'i':
-			initrd = optarg;
-			break;
-		case 's':
-			stats = optarg;
-			break;
-		case 'P':
-			dump = optarg;
-			break;
-		case 'n': {
-			char *end;
-
-			errno = 0;
-			cfg.max_instructions = strtoull(optarg, &end, 0);
-			if (errno || *end || !cfg.max_instructions) {
-				fprintf(stderr,
-					"vpmu-vmm: --max-insns %s: give a number of instructions "
-					"above 0\n",
-					optarg);
-				return EXIT_VMM_ERROR;
-			}
-			break;
-		}
-		case 'T': {
-			char *end;
-
-			timeout = strtod(optarg, &end);
-			if (*end || !(timeout > 0) || timeout > 1e6) {
-				fprintf(stderr,
-					"vpmu-vmm: --timeout %s: give seconds of wall time, e.g. "
-					"30 or 0.5\n",
-					optarg);
-				return EXIT_VMM_ERROR;
-			}
-			break;
-		}
-		case 'F':
-			filter_path = optarg;
-			break;
-		case 'v':
-			verbose = true;
-			break;
-		case 'S': {
-			char *end;
-			unsigned long n = strtoul(optarg, &end, 10);
-
-			if (*end || !n || n > KVM_VM_MAX_VCPUS) {
-				fprintf(stderr, "vpmu-vmm: --smp %s: use 1 to %u\n", optarg,
-					KVM_VM_MAX_VCPUS);
-				return EXIT_VMM_ERROR;
-			}
-			smp = (unsigned int) n;
-			break;
-		}
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			fprintf(stderr, "vpmu-vmm: see vpmu-vmm --help\n");
-			return EXIT_VMM_ERROR;
-		}
-	}
-	if (optind != argc - 1) {
-		fprintf(stderr, "vpmu-vmm: %s (see vpmu-vmm --help)\n",
-			optind == argc ? "no KERNEL given" : "more than one KERNEL given");
-		return EXIT_VMM_ERROR;
-	}
-	if (strcmp(accel, "auto") && strcmp(accel, "kvm") && strcmp(accel, "emu")) {
-		fprintf(stderr, "vpmu-vmm: --accel %s: use auto, kvm or emu\n", accel);
-		return EXIT_VMM_ERROR;
-	}
-	if (strcmp(counters, "auto") && strcmp(counters, "exact") && strcmp(counters, "time") &&
-	    strcmp(counters, "perf")) {
-		fprintf(stderr, "vpmu-vmm: --host-counters %s: use auto, exact, time or perf\n",
-			counters);
-		return EXIT_VMM_ERROR;
-	}
-	if (filter_path) {
-		err[0] = '\0';
-		r = vpmu_filter_load(filter_path, &pmu_filter, err, sizeof(err));
-		if (r < 0) {
-			fprintf(stderr, "vpmu-vmm: --pmu-filter %s: %s\n", filter_path,
-				err[0] ? err : strerror(-r));
-			return EXIT_VMM_ERROR;
-		}
-		cfg.pmu_filter = pmu_filter;
-	}
-	use_kvm = !strcmp(accel, "kvm");
-	if (!strcmp(accel, "auto")) {
-		if (kvm_probe(why, sizeof(why)) < 0) {
-			use_kvm = false;
-		} else if (!host_has_pmu()) {
-			snprintf(why, sizeof(why),
-				 "KVM works here but the host has no hardware PMU to "
-				 "back guest counters; the emulator counts exactly");
-			use_kvm = false;
-		} else {
-			snprintf(why, sizeof(why),
-				 "/dev/kvm works and the host has a hardware PMU");
-			use_kvm = true;
-		}
-		if (verbose)
-			fprintf(stderr, "vpmu-vmm: --accel auto: using %s (%s)\n",
-				use_kvm ? "KVM" : "the emulator", why);
-	}
-	if (use_kvm) {
-		struct kvm_vm_config kc;
-		struct run_args a = { .kernel = argv[optind],
-				      .append = append,
-				      .initrd = initrd,
-				      .stats = stats,
-				      .verbose = verbose,
-				      .timeout = timeout };
-
-		if (!strcmp(counters, "exact")) {
-			fprintf(stderr,
-				"vpmu-vmm: --host-counters exact needs the emulator, which sees "
-				"every instruction; under KVM guest counters are backed by host "
-				"perf "
-				"events (the default there)\n");
-			return EXIT_VMM_ERROR;
-		}
-		if (dump) {
-			fprintf(stderr,
-				"vpmu-vmm: --pebs-dump reads the buffer through the emulator's "
-				"paging state: use --accel emu\n");
-			return EXIT_VMM_ERROR;
-		}
-		kvm_vm_config_init(&kc);
-		kc.model = cfg.model;
-		kc.pmu_version = cfg.pmu_version;
-		kc.mem_size = cfg.mem_size;
-		kc.smp = smp;
-		kc.pmu_filter = pmu_filter;
-		kc.pmu_log = pmu_log;
-		if (!strcmp(counters, "time")) {
-			kc.backend = VPMU_BACKEND_TIME;
-			snprintf(why, sizeof(why),
-				 "asked for: cycles from the vCPU threads' CPU time");
-		} else if (host_has_pmu()) {
-			kc.backend = VPMU_BACKEND_PERF;
-			snprintf(why, sizeof(why), "%s: host hardware events in guest mode",
-				 !strcmp(counters, "perf") ? "asked for"
-							   : "the host has a hardware PMU");
-		} else if (!strcmp(counters, "perf")) {
-			kc.backend = VPMU_BACKEND_PERF;
-			snprintf(why, sizeof(why),
-				 "asked for, but the host has no hardware PMU: guest "
-				 "counters will be unbacked (--host-counters time counts cycles)");
-		} else {
-			kc.backend = VPMU_BACKEND_TIME;
-			snprintf(why, sizeof(why),
-				 "the host has no hardware PMU: cycles from the vCPU "
-				 "threads' CPU time");
-		}
-		kc.signo = SIGRTMIN + 4; /* vpmu_config_init()'s default, which kvm.c keeps */
-		host_signals(kc.signo);
-		if (verbose)
-			fprintf(stderr, "vpmu-vmm: --host-counters %s: using %s (%s)\n", counters,
-				kc.backend == VPMU_BACKEND_PERF ? "perf" : "time", why);
-		a.image = read_file(argv[optind], &a.size, err, sizeof(err));
-		if (!a.image) {
-			fprintf(stderr, "vpmu-vmm: %s\n", err);
-			return EXIT_VMM_ERROR;
-		}
-		if (initrd) {
-			a.initrd_data = read_file(initrd, &a.initrd_size, err, sizeof(err));
-			if (!a.initrd_data) {
-				fprintf(stderr, "vpmu-vmm: %s\n", err);
-				free((void *) a.image);
-				return EXIT_VMM_ERROR;
-			}
-		}
-		status = run_kvm(&kc, &a);
-		free((void *) a.image);
-		free((void *) a.initrd_data);
-		vpmu_filter_free(pmu_filter);
-		return status;
-	}
-	if (smp != 1) {
-		fprintf(stderr, "vpmu-vmm: --smp %u: the emulator runs one vCPU; use --accel kvm\n",
-			smp);
-		return EXIT_VMM_ERROR;
-	}
-	if (!strcmp(counters, "perf")) {
+	if (!strcmp(o->counters, "exact")) {
 		fprintf(stderr,
-			"vpmu-vmm: --host-counters perf needs --accel kvm: perf counts guest "
-			"mode only (exclude_host), which an emulator never enters; use "
-			"--host-counters "
-			"exact or time\n");
+			"vpmu-vmm: --host-counters exact needs the emulator, which sees every "
+			"instruction; under KVM guest counters are backed by host perf events (the "
+			"default there)\n");
 		return EXIT_VMM_ERROR;
 	}
-	if (!strcmp(counters, "time")) {
-		cfg.pmu_backend = VPMU_BACKEND_TIME;
-		cfg.pmu_signo = -1; /* no signals: the emulator looks between blocks */
-		snprintf(why, sizeof(why),
-			 "asked for: cycles from this thread's CPU time, which is the "
-			 "guest's; other events unbacked");
-	} else {
-		snprintf(why, sizeof(why), "%sthe emulator counts every event it models exactly",
-			 strcmp(counters, "auto") ? "asked for: " : "");
-	}
-	if (verbose)
-		fprintf(stderr, "vpmu-vmm: --host-counters %s: using %s (%s)\n", counters,
-			cfg.pmu_backend == VPMU_BACKEND_TIME ? "time" : "exact", why);
-
-	image = read_file(argv[optind], &size, err, sizeof(err));
-	if (!image) {
-		fprintf(stderr, "vpmu-vmm: %s\n", err);
+	if (o->dump) {
+		fprintf(stderr, "vpmu-vmm: --pebs-dump reads the buffer through the emulator's "
+				"paging state: use --accel emu\n");
 		return EXIT_VMM_ERROR;
 	}
-	linux = is_bzimage(image, size);
-	if (linux)
-		cfg.layout = EMU_LAYOUT_LINUX;
-	if (initrd) {
-		initrd_data = read_file(initrd, &initrd_size, err, sizeof(err));
-		if (!initrd_data) {
-			fprintf(stderr, "vpmu-vmm: %s\n", err);
-			free(image);
-			return EXIT_VMM_ERROR;
-		}
-		mod.data = initrd_data;
-		mod.size = initrd_size;
-		mod.cmdline = initrd;
+	kvm_vm_config_init(&kc);
+	kc.model = o->cfg.model;
+	kc.pmu_version = o->cfg.pmu_version;
+	kc.mem_size = o->cfg.mem_size;
+	kc.smp = o->smp;
+	kc.pmu_filter = pmu_filter;
+	kc.pmu_log = pmu_log;
+	kvm_backend(o, &kc);
+	kc.signo = SIGRTMIN + 4; /* vpmu_config_init()'s default, which kvm.c keeps */
+	host_signals(kc.signo);
+	if (read_images(o) < 0) {
+		free_images(o);
+		return EXIT_VMM_ERROR;
 	}
-	r = emu_new(&cfg, &emu, err, sizeof(err));
-	if (r < 0) {
-		fprintf(stderr, "vpmu-vmm: %s\n", err);
-		status = EXIT_VMM_ERROR;
-		goto out;
-	}
-	if (linux) {
-		r = emu_load_linux(emu, image, size, append, initrd_data, initrd_size, err,
-				   sizeof(err));
-		if (r == 0 && verbose) {
-			const char *note = emu_linux_unpack_note(emu);
+	status = run_kvm(&kc, o);
+	free_images(o);
+	return status;
+}
 
-			if (note)
-				fprintf(stderr, "vpmu-vmm: the guest decompresses its kernel: %s\n",
-					note);
-			else
-				fprintf(stderr, "vpmu-vmm: kernel inflated by vpmu-vmm, entered at "
-						"its startup_64\n");
-		}
+/* ---- --accel emu (work) ----------------------------------------------------------- */
+
+/*
+ * --restore FILE: the snapshot checked on its own, and the guest it needs:
+ * its model, perfmon narrowing, RAM size and layout come from the file;
+ * a --cpu or --mem that says otherwise is refused.
+ */
+static int snapshot_open(struct opts *o, void **ret_blob, size_t *ret_len)
+{
+	struct emu_snapshot_info info;
+	const char *p = o->restore_path;
+	char err[512];
+	FILE *f = fopen(p, "rb");
+	int r;
+
+	if (!f) {
+		fprintf(stderr, "vpmu-vmm: --restore %s: cannot open it: %s\n", p, strerror(errno));
+		return -1;
+	}
+	r = emu_snapshot_read(f, ret_blob, ret_len, &info, err, sizeof(err));
+	fclose(f);
+	if (r < 0) {
+		fprintf(stderr, "vpmu-vmm: --restore %s: %s\n", p, err);
+		return -1;
+	}
+	if (vpmu_model_find(info.model) < 0) {
+		fprintf(stderr, "vpmu-vmm: --restore %s: a snapshot of an unknown CPU model '%s'\n",
+			p, info.model);
+	} else if (o->cpu_given &&
+		   (strcmp(o->cfg.model, info.model) || o->cfg.pmu_version != info.pmu_version)) {
+		fprintf(stderr,
+			"vpmu-vmm: --restore %s: a snapshot of a %s%s guest; drop --cpu %s\n", p,
+			info.model, info.pmu_version ? " (narrowed)" : "", o->cfg.model);
+	} else if (o->mem_given && o->cfg.mem_size != info.mem_size) {
+		fprintf(stderr,
+			"vpmu-vmm: --restore %s: a snapshot of a guest with %llu MiB of RAM; "
+			"drop --mem\n",
+			p, (unsigned long long) (info.mem_size >> 20));
 	} else {
-		struct vmm_ram ram = emu_ram(emu);
+		memcpy(o->model, info.model, sizeof(o->model));
+		o->cfg.model = o->model;
+		o->cfg.pmu_version = info.pmu_version;
+		o->cfg.mem_size = info.mem_size;
+		o->cfg.layout = info.layout;
+		return 0;
+	}
+	free(*ret_blob);
+	*ret_blob = NULL;
+	return -1;
+}
 
-		r = vmm_load_kernel(&ram, image, size, append, initrd ? &mod : NULL, initrd ? 1 : 0,
-				    &boot, err, sizeof(err));
-	}
+/* A new emulator with the guest in it: booted from KERNEL, or restored (--restore). */
+static int emu_create(struct opts *o, struct emu **ret, struct vmm_boot *boot)
+{
+	struct vmm_module mod = { o->initrd_data, o->initrd_size, o->initrd };
+	void *blob = NULL;
+	size_t len = 0;
+	char err[512];
+	int r;
+
+	if (o->restore_path ? snapshot_open(o, &blob, &len) < 0 : read_images(o) < 0)
+		return -1;
+	if (o->image && is_bzimage(o->image, o->size))
+		o->cfg.layout = EMU_LAYOUT_LINUX;
+	r = emu_new(&o->cfg, ret, err, sizeof(err));
 	if (r < 0) {
-		fprintf(stderr, "vpmu-vmm: %s: %s\n", argv[optind], err);
-		status = EXIT_VMM_ERROR;
-		goto out;
-	}
-	if (stats && stats_start(&srv, stats, emu_vpmu(emu), err, sizeof(err)) < 0) {
 		fprintf(stderr, "vpmu-vmm: %s\n", err);
-		status = EXIT_VMM_ERROR;
-		goto out;
+	} else if (blob) {
+		r = emu_restore(*ret, blob, len, err, sizeof(err));
+		if (r < 0)
+			fprintf(stderr, "vpmu-vmm: --restore %s: %s\n", o->restore_path, err);
+	} else {
+		if (o->cfg.layout == EMU_LAYOUT_LINUX) {
+			r = emu_load_linux(*ret, o->image, o->size, o->append, o->initrd_data,
+					   o->initrd_size, err, sizeof(err));
+			if (r == 0 && o->verbose) {
+				const char *note = emu_linux_unpack_note(*ret);
+
+				if (note)
+					fprintf(stderr,
+						"vpmu-vmm: the guest decompresses its kernel: %s\n",
+						note);
+				else
+					fprintf(stderr, "vpmu-vmm: kernel inflated by vpmu-vmm, "
+							"entered at its startup_64\n");
+			}
+		} else {
+			struct vmm_ram ram = emu_ram(*ret);
+
+			r = vmm_load_kernel(&ram, o->image, o->size, o->append,
+					    o->initrd ? &mod : NULL, o->initrd ? 1 : 0, boot, err,
+					    sizeof(err));
+		}
+		if (r < 0)
+			fprintf(stderr, "vpmu-vmm: %s: %s\n", o->kernel, err);
 	}
-	r = linux ? 0 : emu_boot(emu, &boot, 0, err, sizeof(err));
+	free(blob);
+	return r < 0 ? -1 : 0;
+}
+
+/* Boot (unless restored) and run until the guest exits, fails, stops or reaches --save-at. */
+static int emu_execute(const struct opts *o, struct emu *emu, const struct vmm_boot *boot,
+		       int *status)
+{
+	char err[512];
+	int r = 0;
+
+	if (!o->restore_path && o->cfg.layout != EMU_LAYOUT_LINUX)
+		r = emu_boot(emu, boot, 0, err, sizeof(err));
+	if (o->save)
+		emu_stop_at(emu, o->save_at);
 	stop_emu = emu;
 	if (r == 0 && stop_sig) {
 		emu_describe(emu, err, sizeof(err));
 		r = -EINTR; /* stopped before it started */
 	} else if (r == 0) {
-		arm_timeout(timeout);
-		r = emu_run(emu, &status, err, sizeof(err));
+		arm_timeout(o->timeout);
+		r = emu_run(emu, status, err, sizeof(err));
 	}
 	stop_emu = NULL;
 	fflush(stdout);
 	if (r == -EINTR) {
-		status = stopped_status(err, timeout);
+		*status = stopped_status(err, o->timeout);
 	} else if (r < 0) {
+		fprintf(stderr, "vpmu-vmm: %s\n", err);
+		*status = EXIT_VMM_ERROR;
+	}
+	return r;
+}
+
+/* --save-at N FILE, at the stop point: the snapshot, then one line. */
+static int emu_save_file(const struct opts *o, struct emu *emu)
+{
+	struct emu_stats s;
+	char err[512];
+	FILE *f = fopen(o->save_path, "wb");
+	int r;
+
+	if (!f) {
+		fprintf(stderr, "vpmu-vmm: --save-at %llu %s: cannot create it: %s\n",
+			(unsigned long long) o->save_at, o->save_path, strerror(errno));
+		return EXIT_VMM_ERROR;
+	}
+	r = emu_save(emu, f, err, sizeof(err));
+	if (fclose(f) != 0 && r == 0) {
+		snprintf(err, sizeof(err), "cannot write it: %s", strerror(errno));
+		r = -EIO;
+	}
+	if (r < 0) {
+		unlink(o->save_path);
+		fprintf(stderr, "vpmu-vmm: --save-at %llu %s: %s\n",
+			(unsigned long long) o->save_at, o->save_path, err);
+		return EXIT_VMM_ERROR;
+	}
+	emu_get_stats(emu, &s);
+	fprintf(stderr, "vpmu-vmm: saved after %llu instructions to %s\n",
+		(unsigned long long) s.instructions, o->save_path);
+	return 0;
+}
+
+/* After the run (exit): the snapshot, the PEBS dump, the summary. */
+static int emu_finish(const struct opts *o, struct emu *emu, int r, int status)
+{
+	char err[512];
+
+	if (r == EMU_RUN_STOP_POINT) {
+		status = emu_save_file(o, emu);
+	} else if (r == 0 && o->save) {
+		struct emu_stats s;
+
+		emu_get_stats(emu, &s);
+		fprintf(stderr,
+			"vpmu-vmm: --save-at %llu: the guest exited after %llu instructions; "
+			"nothing saved\n",
+			(unsigned long long) o->save_at, (unsigned long long) s.instructions);
+	}
+	if (o->dump && pebs_dump(emu, o->dump, err, sizeof(err)) < 0) {
 		fprintf(stderr, "vpmu-vmm: %s\n", err);
 		status = EXIT_VMM_ERROR;
 	}
+	if (o->verbose || r == -EINTR)
+		summary(emu);
+	return status;
+}
+
+/* The emulator path: what only KVM does refused, then the emulator. */
+static int main_emu(struct opts *o)
+{
+	struct stats_server *srv = NULL;
+	struct emu *emu = NULL;
+	struct vmm_boot boot;
+	char err[512];
+	int r, status = EXIT_VMM_ERROR;
+
+	if (o->smp != 1) {
+		fprintf(stderr, "vpmu-vmm: --smp %u: the emulator runs one vCPU; use --accel kvm\n",
+			o->smp);
+		return EXIT_VMM_ERROR;
+	}
+	if (!strcmp(o->counters, "perf")) {
+		fprintf(stderr,
+			"vpmu-vmm: --host-counters perf needs --accel kvm: perf counts guest mode "
+			"only (exclude_host), which an emulator never enters; use --host-counters "
+			"exact or time\n");
+		return EXIT_VMM_ERROR;
+	}
+	emu_backend(o);
+	if (emu_create(o, &emu, &boot) < 0)
+		goto out;
+	if (o->stats && stats_start(&srv, o->stats, emu_vpmu(emu), err, sizeof(err)) < 0) {
+		fprintf(stderr, "vpmu-vmm: %s\n", err);
+		goto out;
+	}
+	status = 0;
+	r = emu_execute(o, emu, &boot, &status);
 	/* before emu_free: the server thread reads the vCPU's stats */
 	stats_server_stop(srv);
 	srv = NULL;
-	if (dump && pebs_dump(emu, dump, err, sizeof(err)) < 0) {
-		fprintf(stderr, "vpmu-vmm: %s\n", err);
-		status = EXIT_VMM_ERROR;
-	}
-	if (verbose || r == -EINTR)
-		summary(emu);
+	status = emu_finish(o, emu, r, status);
 out:
 	stats_server_stop(srv);
-	srv = NULL;
 	emu_free(emu);
-	free(image);
-	free(initrd_data);
-	vpmu_filter_free(pmu_filter); /* after emu_free: its vCPU used it */
+	free_images(o);
+	return status;
+}
+
+/* ---- main (exit) ------------------------------------------------------------------ */
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	int r, status;
+
+	stop_signals(); /* first: before the stats socket exists, so it is never left behind */
+	r = parse_options(argc, argv, &o);
+	if (r)
+		return r > 0 ? 0 : EXIT_VMM_ERROR;
+	status = choose_kvm(&o) ? main_kvm(&o) : main_emu(&o);
+	vpmu_filter_free(pmu_filter); /* after the vCPUs that used it */
 	return status;
 }

@@ -131,6 +131,12 @@ void vpmu_pmi_delivered(struct vpmu_vcpu *vcpu)
 
 void vpmu_pmi_merged(struct vpmu_vcpu *vcpu)
 {
+	vcpu->pmi_outstanding = false;
 	vcpu->stats.pmis_merged++;
 	stats_publish(vcpu);
+}
+
+void vpmu_pmi_dropped(struct vpmu_vcpu *vcpu)
+{
+	vcpu->pmi_outstanding = false; /* pmis_requested - delivered - merged counts it */
 }

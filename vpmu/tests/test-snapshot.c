@@ -368,6 +368,47 @@ Test(snapshot, undelivered_pmi_asked_again)
 }
 
 /*
+ * A PMI the VMM merged into a pending interrupt, or dropped (a masked LVT
+ * entry loses it, SDM Vol. 3A 11.5.1), is answered: a restore does not ask
+ * for it again, which would give the guest an interrupt hardware never
+ * raised.
+ */
+Test(snapshot, merged_or_dropped_pmi_not_asked_again)
+{
+	void (*const answer[3])(struct vpmu_vcpu *) = { vpmu_pmi_merged, vpmu_pmi_dropped,
+							vpmu_pmi_delivered };
+	struct vpmu_exact_counts one = { .instructions = 1, .cycles = 1 };
+	struct vpmu_config cfg;
+
+	vpmu_config_init(&cfg);
+	cfg.model = "Skylake-Server";
+	cfg.backend = VPMU_BACKEND_EXACT;
+	cfg.pmi = count_pmi;
+	for (int i = 0; i < 3; i++) {
+		struct vpmu_vcpu *a = NULL, *b = NULL;
+		uint8_t *blob;
+		size_t len;
+
+		cr_assert_eq(vpmu_vcpu_new(&cfg, &a), 0);
+		cr_assert_eq(vpmu_vcpu_new(&cfg, &b), 0);
+		test_wrmsr(a, A_PMC(0), 0xffffffffffffULL);
+		test_wrmsr(a, EVTSEL(0), 0xc0 | USR | OS | EN | INT);
+		vpmu_vcpu_sync(a);
+		pmi_calls = 0;
+		vpmu_exact_feed(a, &one);
+		cr_assert_eq(pmi_calls, 1);
+		answer[i](a);
+		len = save(a, &blob);
+		cr_assert_eq(vpmu_vcpu_restore(b, blob, len), 0);
+		vpmu_vcpu_sync(b);
+		cr_expect_eq(pmi_calls, 1, "answer %d: the restored vCPU asks for no PMI", i);
+		free(blob);
+		vpmu_vcpu_free(a);
+		vpmu_vcpu_free(b);
+	}
+}
+
+/*
  * CPU_CLK_THREAD_UNHALTED.REF_XCLK counts the crystal clock, a fraction
  * of the reference cycles fed: where its next tick falls is the exact
  * backend's phase, and it must travel with the snapshot.

@@ -458,6 +458,17 @@ VPMU_API void vpmu_pmi_delivered(struct vpmu_vcpu *vcpu);
  */
 VPMU_API void vpmu_pmi_merged(struct vpmu_vcpu *vcpu);
 
+/*
+ * The VMM dropped the PMI it was asked for, as the local APIC does: the
+ * LVT performance-counter entry is masked or names a delivery mode that
+ * delivers nothing (vpmu_lvt_decode: VPMU_LVT_DROP), or the APIC is
+ * disabled (SDM Vol. 3A 11.5.1). Called instead of vpmu_pmi_delivered().
+ * Each of the three ends the request: a snapshot taken after it does not
+ * ask for the PMI again (vpmu_vcpu_restore), as it does for one the VMM
+ * has not answered yet.
+ */
+VPMU_API void vpmu_pmi_dropped(struct vpmu_vcpu *vcpu);
+
 /* ---- statistics ---------------------------------------------------------- */
 
 /* 2: host times per counter; 3: time_discarded; 4: pmis_merged, log_repeats */
@@ -616,8 +627,8 @@ VPMU_API int vpmu_vcpu_save(struct vpmu_vcpu *vcpu, void *buf, size_t size, size
  * created with the same model, narrowing and event filter, on this host
  * or another, with any backend. The host counters are made anew at the
  * next vpmu_vcpu_sync(); a PEBS record or PMI the source still owed comes
- * then too (a PMI the VMM was asked for and had not acknowledged with
- * vpmu_pmi_delivered() is asked for again, so a VMM need not save that
+ * then too (a PMI the VMM was asked for and had not answered with
+ * vpmu_pmi_delivered(), _merged() or _dropped() is asked for again, so a VMM need not save that
  * request itself). Give the vCPU its guest RAM (vpmu_vcpu_set_memory)
  * before that sync. The vCPU is left untouched on any error, with one log
  * line saying why: -EBADMSG: not a snapshot, or a damaged one (checksum,
