@@ -63,6 +63,8 @@ Test(pic, power_on_raises_nothing)
 	cr_expect_eq(pic_read(&p, 0xa1), 0xff);
 	pic_set_irq(&p, 4, true);
 	cr_expect_not(pic_intr(&p));
+	pic_write(&p, 0x21, 0x00); /* OCW1 before any ICW1: still no INT */
+	cr_expect_not(pic_intr(&p));
 	cr_expect_eq(intr_calls, 0);
 }
 
@@ -236,8 +238,13 @@ Test(pic, rotation_and_auto_eoi)
 	pic_set_irq(&p, 4, true);
 	cr_expect_eq(pic_ack(&p), 0x34);
 	cr_expect_not(pic_intr(&p), "IR3 is below IR4 now");
-	pic_write(&p, 0x20, 0xe4); /* rotate on specific EOI 4: IR5 highest */
-	cr_expect_eq(pic_ack(&p), 0x33);
+	pic_write(&p, 0x20, 0xe4); /* rotate on specific EOI 4: IR5 highest, IR4 lowest */
+	pic_set_irq(&p, 4, false);
+	pic_set_irq(&p, 4, true);
+	pic_set_irq(&p, 5, true);
+	cr_expect_eq(pic_ack(&p), 0x35);
+	pic_write(&p, 0x20, 0x20);
+	cr_expect_eq(pic_ack(&p), 0x33, "IR3 before IR4 now");
 	/* ICW4 AEOI (03H): no ISR bit stays set */
 	pic_write(&p, 0x20, 0x11);
 	pic_write(&p, 0x21, 0x30);
