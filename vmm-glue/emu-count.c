@@ -269,7 +269,8 @@ uint64_t count_data_address(struct emu *emu, const struct insn *in)
 
 static bool anything_pending(struct emu *emu)
 {
-	return (emu->nmi_pending && !emu->nmi_blocked) || lapic_pending(&emu->apic) >= 0;
+	return (emu->nmi_pending && !emu->nmi_blocked) || lapic_pending(&emu->apic) >= 0 ||
+	       (lapic_extint(&emu->apic) && pic_intr(&emu->plat.pic));
 }
 
 /* STI, POPF, IRET: an interrupt may become deliverable after them. */

@@ -405,6 +405,33 @@ static void io_acpi_pm(struct sio *io, struct acpi_pm *pm)
 	IO_U16(io, pm->sleep_ignored);
 }
 
+static void io_pic(struct sio *io, struct pic *p)
+{
+	for (int i = 0; i < 2; i++) {
+		struct pic_chip *c = &p->chip[i];
+
+		IO_U8(io, c->irr);
+		IO_U8(io, c->isr);
+		IO_U8(io, c->imr);
+		IO_U8(io, c->lines);
+		IO_U8(io, c->elcr);
+		IO_U8(io, c->icw1);
+		IO_U8(io, c->icw2);
+		IO_U8(io, c->icw3);
+		IO_U8(io, c->icw4);
+		IO_U8(io, c->init);
+		IO_U8(io, c->lowest);
+		io_bool(io, &c->read_isr);
+		io_bool(io, &c->poll);
+		io_bool(io, &c->smm);
+		io_bool(io, &c->rotate_aeoi);
+		io_bool(io, &c->out);
+		io_check(io, c->init == 0 || (c->init >= 2 && c->init <= 4),
+			 "an 8259A between ICWs it has no state for");
+		io_check(io, c->lowest <= 7, "an 8259A priority past IR 7");
+	}
+}
+
 /* The devices' registers; the serial output, clocks, RAM size and CPU count are the restorer's. */
 static void io_platform(struct sio *io, struct platform *p)
 {
@@ -419,6 +446,11 @@ static void io_platform(struct sio *io, struct platform *p)
 	IO_U8(io, p->fcr);
 	IO_U8(io, p->rbr);
 	io_bool(io, &p->rx_ready);
+	IO_U8(io, p->lsr_err);
+	IO_U8(io, p->msr_in);
+	IO_U8(io, p->msr_delta);
+	io_bool(io, &p->thre_int);
+	io_bool(io, &p->irq4);
 	io_bool(io, &p->exited);
 	IO_U32(io, p->exit_status);
 	IO_U32(io, stop);
@@ -435,6 +467,7 @@ static void io_platform(struct sio *io, struct platform *p)
 	io_pit(io, &p->pit);
 	io_i8042(io, &p->kbc);
 	io_acpi_pm(io, &p->pm);
+	io_pic(io, &p->pic);
 }
 
 /* ---- memory: sparse, page by page ---------------------------------------- */

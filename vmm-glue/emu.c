@@ -486,6 +486,19 @@ static void hook_out(uc_engine *uc, uint32_t port, int size, uint32_t value, voi
 	}
 }
 
+/*
+ * The 8259A's INT rose (a device's line, an unmask, an EOI): end the run
+ * at the next block boundary, where take_event delivers it. Not
+ * uc_emu_stop from an I/O hook: see request_stop in emu-mmu.c.
+ */
+static void pic_intr_cb(void *data, bool level)
+{
+	struct emu *emu = data;
+
+	if (level)
+		emu->want_stop = true;
+}
+
 /* ---- the vPMU's callbacks ---------------------------------------------- */
 
 static void pmi_cb(void *data, struct vpmu_vcpu *vcpu)
@@ -737,6 +750,7 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 	}
 	lapic_reset(&emu->apic, 0);
 	platform_init(&emu->plat, cfg->serial_out, cfg->mem_size, 1);
+	pic_connect(&emu->plat.pic, pic_intr_cb, emu);
 	emu->pat = 0x0007040600070406ull;
 	emu->misc_enable = 1; /* fast strings */
 	r = new_vpmu(emu, cfg, err, errlen);
@@ -1142,6 +1156,21 @@ static void prepare_run(struct emu *emu)
 	}
 }
 
+/*
+ * Before a HLT the 8259A's interrupt waits for the HLT to run: this
+ * boundary may be inside the shadow of an STI just before it (SDM Vol. 2B
+ * STI: "STI; HLT" wakes from the halt), which the emulator only tracks
+ * for interrupts pending at the STI. Taking it in the halt is what
+ * hardware may do anyway.
+ */
+static bool before_hlt(struct emu *emu)
+{
+	struct insn in;
+
+	return !emu->halted && insn_decode(emu, emu->resume_rip, emu->cs64, &in) == 0 &&
+	       in.special == SP_HLT;
+}
+
 /* Take an interrupt or NMI if one can be delivered now. */
 static bool take_event(struct emu *emu, uint64_t rflags)
 {
@@ -1164,14 +1193,24 @@ static bool take_event(struct emu *emu, uint64_t rflags)
 		deliver(emu, (unsigned int) v, false, 0, emu->resume_rip);
 		return true;
 	}
+	/* ExtINT through LINT0: the 8259A's acknowledge gives the vector (lapic.h) */
+	if ((rflags & RFLAGS_IF) && lapic_extint(&emu->apic) && pic_intr(&emu->plat.pic) &&
+	    !before_hlt(emu)) {
+		v = pic_ack(&emu->plat.pic);
+		emu->halted = false;
+		emu->st.interrupts++;
+		deliver(emu, (unsigned int) v, false, 0, emu->resume_rip);
+		return true;
+	}
 	return false;
 }
 
 /*
  * HLT: the modelled clock jumps to the LAPIC timer's next interrupt (an
- * idle guest costs nothing); the TSC moves on, the cycle counters do not
- * (they count unhalted cycles, SDM Vol. 3B Table 21-1). Nothing that can
- * wake it: say so and stop.
+ * idle guest costs nothing; take_event has already woken it for any
+ * interrupt pending now, the LAPIC's or the 8259A's through LINT0); the
+ * TSC moves on, the cycle counters do not (they count unhalted cycles,
+ * SDM Vol. 3B Table 21-1). Nothing that can wake it: say so and stop.
  */
 static void halt(struct emu *emu, uint64_t rflags)
 {

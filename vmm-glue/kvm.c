@@ -87,6 +87,20 @@ void kvm_vm_config_init(struct kvm_vm_config *cfg)
 	cfg->backend = VPMU_BACKEND_NONE;
 }
 
+/*
+ * The platform's ISA interrupt lines go to KVM's in-kernel 8259As and I/O
+ * APIC (KVM_CREATE_IRQCHIP), which decode ports 20H-21H, A0H-A1H and
+ * 4D0H-4D1H themselves: those never exit to the platform. A line KVM
+ * refuses can only be a VMM bug; the guest sees no interrupt.
+ */
+static void irq_line(void *data, unsigned int line, bool level)
+{
+	struct kvm_vm *vm = data;
+	struct kvm_irq_level irq = { .irq = line, .level = level };
+
+	(void) ioctl(vm->fd, KVM_IRQ_LINE, &irq);
+}
+
 static int set_err(char *err, size_t errlen, int r, const char *what)
 {
 	snprintf(err, errlen, "%s: %s", what, strerror(r < 0 ? -r : r));
@@ -396,6 +410,7 @@ int kvm_vm_new(const struct kvm_vm_config *cfg, struct kvm_vm **ret, char *err, 
 		goto fail;
 	}
 	platform_init(&vm->plat, cfg->serial_out, vm->ram_size, (uint16_t) cfg->smp);
+	platform_set_irq(&vm->plat, irq_line, vm);
 
 	supported = calloc(1, sizeof(*supported) + 256 * sizeof(supported->entries[0]));
 	if (!supported) {

@@ -318,6 +318,15 @@ void lapic_ack(struct lapic *l, uint8_t vector)
 	l->isr[vector / 32] |= 1u << (vector % 32);
 }
 
+bool lapic_extint(const struct lapic *l)
+{
+	uint32_t lint0 = l->lvt[LVT_LINT0];
+
+	if (!(l->base & APIC_BASE_ENABLE))
+		return true;
+	return !(lint0 & APIC_LVT_MASKED) && ((lint0 >> 8) & 7) == 7;
+}
+
 static void eoi(struct lapic *l)
 {
 	int v = highest(l->isr);

@@ -112,6 +112,15 @@ int lapic_pending(const struct lapic *l);
 /* The CPU accepts `vector`: IRR -> ISR. */
 void lapic_ack(struct lapic *l, uint8_t vector);
 
+/*
+ * Whether an external 8259A's INT reaches the core through LINT0: with the
+ * APIC disabled in IA32_APIC_BASE, LINT0 is the INTR pin (SDM Vol. 3A
+ * 11.4.3); with it enabled, when LVT LINT0 is unmasked with delivery mode
+ * ExtINT (111B, §11.5.1). The vector then comes from the 8259A's
+ * acknowledge, not through IRR, and TPR/PPR do not hold it back (§11.8).
+ */
+bool lapic_extint(const struct lapic *l);
+
 uint32_t lapic_lvtpc(const struct lapic *l);
 void lapic_set_lvtpc(struct lapic *l, uint32_t value);
 

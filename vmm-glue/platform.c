@@ -3,8 +3,8 @@
  * The PC platform: port map, the devices too small for a file of their
  * own, and the policy for ports nothing decodes.
  *
- *   20H-21H, A0H-A1H  8259 PICs: accepted and ignored, read back masked
- *                     (FFH at 21H/A1H); no legacy interrupt is delivered
+ *   20H-21H, A0H-A1H  8259A interrupt controllers (pic.c), 4D0H-4D1H
+ *                     their ELCR; or, with platform_set_irq, elsewhere
  *   40H-43H           8254 PIT (pit.c)
  *   60H, 64H          8042 keyboard controller, no keyboard (i8042.c)
  *   61H               NMI status and control ("system control port B")
@@ -46,14 +46,29 @@
  *
  * COM1: a 16550A (TI/NS PC16550D datasheet) that transmits at once and
  * receives nothing from outside. LSR always has THRE and TEMT; FCR bit 0
- * enables the FIFOs, shown in IIR bits 7:6; IIR never reports an
- * interrupt because no IRQ 4 is delivered (Linux then drives the port
- * with its backup timer, UART_BUG_THRE); MCR LOOP turns the modem
+ * enables the FIFOs, shown in IIR bits 7:6; MCR LOOP turns the modem
  * control outputs into the MSR inputs (DTR->DSR, RTS->CTS, OUT1->RI,
  * OUT2->DCD) and sends transmitted bytes back to RBR, which is how
  * Linux's 8250 driver tests for a UART; outside loopback MSR shows DCD,
- * DSR and CTS asserted. Registers: RBR/THR and DLL/DLM (DLAB), IER (bits
- * 3:0), IIR/FCR, LCR, MCR (bits 4:0), LSR, MSR, SCR.
+ * DSR and CTS asserted. MSR 3:0 record changes of those inputs (DCTS,
+ * DDSR, TERI on RI's trailing edge, DDCD) until MSR is read. A byte looped
+ * back onto an unread one with the FIFOs off is an overrun (LSR OE, until
+ * LSR is read). Registers: RBR/THR and DLL/DLM (DLAB), IER (bits 3:0),
+ * IIR/FCR, LCR, MCR (bits 4:0), LSR, MSR, SCR.
+ *
+ * COM1's interrupts (PC16550D, Table IV "Interrupt Control Functions"):
+ * IIR names the enabled source of highest priority: receiver line status
+ * (06H: OE; ELSI; reset by reading LSR), received data (04H, or with the
+ * FIFOs on and a trigger level above one byte the character timeout 0CH,
+ * since nothing more will arrive; ERBFI; reset by reading RBR),
+ * transmitter holding register empty (02H; ETBEI; reset by reading IIR
+ * when it is the source, or by writing THR), modem status (00H; EDSSI;
+ * reset by reading MSR); 01H: none. THRE interrupts arise when ETBEI is
+ * set while THR is empty and whenever THR empties: here at once after each
+ * THR write, so a write clears the interrupt and raises it again (a new
+ * edge on the line). The INTR output reaches ISA IRQ 4 through the gate
+ * that the PC's serial port puts on it: only with MCR OUT2 set, and never
+ * in loopback, where the OUT pins are forced inactive.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -63,12 +78,27 @@
 
 #define UART_LCR_DLAB	     0x80
 #define UART_LSR_DR	     0x01
+#define UART_LSR_OE	     0x02
 #define UART_LSR_THRE	     0x20
 #define UART_LSR_TEMT	     0x40
+#define UART_IER_ERBFI	     0x01
+#define UART_IER_ETBEI	     0x02
+#define UART_IER_ELSI	     0x04
+#define UART_IER_EDSSI	     0x08
 #define UART_IIR_NO_INT	     0x01
+#define UART_IIR_MSI	     0x00
+#define UART_IIR_THRI	     0x02
+#define UART_IIR_RDI	     0x04
+#define UART_IIR_RLSI	     0x06
+#define UART_IIR_TIMEOUT     0x0c
 #define UART_IIR_FIFO	     0xc0
 #define UART_FCR_FIFO	     0x01
+#define UART_FCR_CLEAR_RCVR  0x02
+#define UART_FCR_TRIGGER     0xc0
+#define UART_MCR_OUT2	     0x08
 #define UART_MCR_LOOP	     0x10
+#define UART_MSR_CTS	     0x10
+#define UART_MSR_RI	     0x40
 #define UART_MSR_DCD_DSR_CTS 0xb0
 
 #define SYS_CTRL_B_RW	   0x0f
@@ -84,6 +114,8 @@ void platform_init(struct platform *p, FILE *serial_out, uint64_t ram_size, uint
 	p->serial_out = serial_out;
 	p->ram_size = ram_size;
 	p->cpus = cpus;
+	p->msr_in = UART_MSR_DCD_DSR_CTS;
+	pic_init(&p->pic);
 	platform_set_clock(p, 0, RTC_DEFAULT_EPOCH, NULL, NULL);
 }
 
@@ -101,6 +133,20 @@ void platform_set_clock(struct platform *p, uint64_t tsc_hz, int64_t epoch, plat
 	p->sys_ctrl_b = 0;
 }
 
+void platform_set_irq(struct platform *p, platform_irq_fn irq, void *data)
+{
+	p->irq = irq;
+	p->irq_data = data;
+}
+
+static void set_irq(struct platform *p, unsigned int line, bool level)
+{
+	if (p->irq)
+		p->irq(p->irq_data, line, level);
+	else
+		pic_set_irq(&p->pic, line, level);
+}
+
 static uint64_t now(const struct platform *p)
 {
 	return p->clock ? p->clock(p->clock_data) : 0;
@@ -115,7 +161,8 @@ static void stop(struct platform *p, enum platform_stop why, int status)
 	p->exit_status = status;
 }
 
-static uint8_t uart_msr(const struct platform *p)
+/* MSR 7:4: the modem inputs, or in loopback the outputs wired to them */
+static uint8_t uart_msr_in(const struct platform *p)
 {
 	uint8_t m = p->mcr;
 
@@ -124,81 +171,148 @@ static uint8_t uart_msr(const struct platform *p)
 	return (uint8_t) ((m & 1) << 5 | (m & 2) << 3 | (m & 4) << 4 | (m & 8) << 4);
 }
 
-static void serial_io(struct platform *p, unsigned int reg, bool write, uint8_t *v)
+/* IIR bits 3:0: the enabled interrupt of highest priority */
+static uint8_t uart_iid(const struct platform *p)
+{
+	if ((p->ier & UART_IER_ELSI) && p->lsr_err)
+		return UART_IIR_RLSI;
+	if ((p->ier & UART_IER_ERBFI) && p->rx_ready)
+		return (p->fcr & UART_FCR_FIFO) && (p->fcr & UART_FCR_TRIGGER) ? UART_IIR_TIMEOUT
+									       : UART_IIR_RDI;
+	if ((p->ier & UART_IER_ETBEI) && p->thre_int)
+		return UART_IIR_THRI;
+	if ((p->ier & UART_IER_EDSSI) && p->msr_delta)
+		return UART_IIR_MSI;
+	return UART_IIR_NO_INT;
+}
+
+/* INTR, gated onto IRQ 4 by OUT2 (off in loopback) */
+static void uart_update(struct platform *p)
+{
+	bool level = uart_iid(p) != UART_IIR_NO_INT && (p->mcr & UART_MCR_OUT2) &&
+		     !(p->mcr & UART_MCR_LOOP);
+
+	if (level == p->irq4)
+		return;
+	p->irq4 = level;
+	set_irq(p, IRQ_COM1, level);
+}
+
+static void uart_modem_inputs(struct platform *p)
+{
+	uint8_t in = uart_msr_in(p), changed = in ^ p->msr_in;
+
+	p->msr_delta |= (uint8_t) ((changed & 0xb0) >> 4); /* DCTS, DDSR, DDCD */
+	if ((p->msr_in & UART_MSR_RI) && !(in & UART_MSR_RI))
+		p->msr_delta |= UART_MSR_RI >> 4; /* TERI */
+	p->msr_in = in;
+}
+
+static void serial_thr(struct platform *p, uint8_t v)
+{
+	if (p->mcr & UART_MCR_LOOP) {
+		if (p->rx_ready && !(p->fcr & UART_FCR_FIFO))
+			p->lsr_err |= UART_LSR_OE;
+		p->rbr = v;
+		p->rx_ready = true;
+	} else {
+		p->serial_bytes++;
+		if (p->serial_out) {
+			fputc(v, p->serial_out);
+			if (v == '\n')
+				fflush(p->serial_out);
+		}
+	}
+	/* THR written: its interrupt clears; sent at once: THR is empty again */
+	p->thre_int = false;
+	uart_update(p);
+	p->thre_int = true;
+}
+
+static void serial_write(struct platform *p, unsigned int reg, uint8_t v)
 {
 	bool dlab = p->lcr & UART_LCR_DLAB;
 
-	if (write) {
-		switch (reg) {
-		case 0:
-			if (dlab) {
-				p->dll = *v;
-			} else if (p->mcr & UART_MCR_LOOP) {
-				p->rbr = *v;
-				p->rx_ready = true;
-			} else {
-				p->serial_bytes++;
-				if (p->serial_out) {
-					fputc(*v, p->serial_out);
-					if (*v == '\n')
-						fflush(p->serial_out);
-				}
-			}
-			break;
-		case 1:
-			if (dlab)
-				p->dlm = *v;
-			else
-				p->ier = *v & 0x0f;
-			break;
-		case 2:
-			p->fcr = *v;
-			break;
-		case 3:
-			p->lcr = *v;
-			break;
-		case 4:
-			p->mcr = *v & 0x1f;
-			break;
-		case 7:
-			p->scr = *v;
-			break;
-		default:
-			break; /* LSR, MSR: writes change nothing here */
-		}
-		return;
-	}
 	switch (reg) {
 	case 0:
-		if (dlab) {
-			*v = p->dll;
-		} else {
-			*v = p->rbr;
-			p->rx_ready = false;
-		}
+		if (dlab)
+			p->dll = v;
+		else
+			serial_thr(p, v);
 		break;
 	case 1:
-		*v = dlab ? p->dlm : p->ier;
+		if (dlab) {
+			p->dlm = v;
+			break;
+		}
+		if ((v & UART_IER_ETBEI) && !(p->ier & UART_IER_ETBEI))
+			p->thre_int = true; /* enabled with THR empty */
+		p->ier = v & 0x0f;
 		break;
 	case 2:
-		*v = UART_IIR_NO_INT | (p->fcr & UART_FCR_FIFO ? UART_IIR_FIFO : 0);
+		if (((v ^ p->fcr) & UART_FCR_FIFO) ||
+		    ((v & UART_FCR_FIFO) && (v & UART_FCR_CLEAR_RCVR)))
+			p->rx_ready = false; /* the receiver FIFO is cleared */
+		p->fcr = v;
 		break;
 	case 3:
-		*v = p->lcr;
+		p->lcr = v;
 		break;
 	case 4:
-		*v = p->mcr;
+		p->mcr = v & 0x1f;
+		uart_modem_inputs(p);
 		break;
-	case 5:
-		*v = UART_LSR_THRE | UART_LSR_TEMT | (p->rx_ready ? UART_LSR_DR : 0);
-		break;
-	case 6:
-		*v = uart_msr(p);
+	case 7:
+		p->scr = v;
 		break;
 	default:
-		*v = p->scr;
-		break;
+		break; /* LSR, MSR: writes change nothing here */
 	}
+}
+
+static uint8_t serial_read(struct platform *p, unsigned int reg)
+{
+	bool dlab = p->lcr & UART_LCR_DLAB;
+	uint8_t v;
+
+	switch (reg) {
+	case 0:
+		if (dlab)
+			return p->dll;
+		p->rx_ready = false;
+		return p->rbr;
+	case 1:
+		return dlab ? p->dlm : p->ier;
+	case 2:
+		v = uart_iid(p);
+		if (v == UART_IIR_THRI)
+			p->thre_int = false;
+		return (uint8_t) (v | (p->fcr & UART_FCR_FIFO ? UART_IIR_FIFO : 0));
+	case 3:
+		return p->lcr;
+	case 4:
+		return p->mcr;
+	case 5:
+		v = (uint8_t) (UART_LSR_THRE | UART_LSR_TEMT | p->lsr_err |
+			       (p->rx_ready ? UART_LSR_DR : 0));
+		p->lsr_err = 0;
+		return v;
+	case 6:
+		v = p->msr_in | p->msr_delta;
+		p->msr_delta = 0;
+		return v;
+	default:
+		return p->scr;
+	}
+}
+
+static void serial_io(struct platform *p, unsigned int reg, bool write, uint8_t *v)
+{
+	if (write)
+		serial_write(p, reg, *v);
+	else
+		*v = serial_read(p, reg);
+	uart_update(p);
 }
 
 /* The bytes of fw_cfg item `key` at `off`; -1 past its end. */
@@ -291,13 +405,20 @@ static bool byte_io(struct platform *p, uint16_t port, bool write, uint8_t *v, u
 		return true;
 	}
 	switch (port) {
-	case 0x20:
-	case 0x21:
-	case 0xa0:
-	case 0xa1: /* 8259 PICs: masked, ignored */
+	case PORT_PIC_MASTER:
+	case PORT_PIC_MASTER + 1:
+	case PORT_PIC_SLAVE:
+	case PORT_PIC_SLAVE + 1:
+	case PORT_PIC_ELCR:
+	case PORT_PIC_ELCR + 1:
+		if (write)
+			pic_write(&p->pic, port, *v);
+		else
+			*v = pic_read(&p->pic, port);
+		return true;
 	case 0x80: /* POST code / I/O delay */
 		if (!write)
-			*v = port == 0x21 || port == 0xa1 ? 0xff : 0;
+			*v = 0;
 		return true;
 	case 0x40:
 	case 0x41:

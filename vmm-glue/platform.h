@@ -16,6 +16,7 @@
 
 #include "acpi-pm.h"
 #include "i8042.h"
+#include "pic.h"
 #include "pit.h"
 #include "rtc.h"
 
@@ -28,6 +29,7 @@
 #define PORT_PCI_DATA	 0xcfc
 #define PORT_RST_CNT	 0xcf9 /* reset control; the FADT's RESET_REG */
 #define RST_CNT_RESET	 0x06  /* SYS_RST | RST_CPU: the FADT's RESET_VALUE */
+#define IRQ_COM1	 4     /* ISA IRQ of COM1 */
 
 /* fw_cfg keys (QEMU's docs/specs/fw_cfg.txt) */
 #define FW_CFG_SIGNATURE 0x00
@@ -44,6 +46,8 @@
 
 /* A port an embedder (a benchmark) handles itself. */
 typedef int (*platform_port_fn)(void *data, uint16_t port, bool write, uint32_t *value);
+/* ISA interrupt line `line` (0-15) now at `level` (high: requesting). */
+typedef void (*platform_irq_fn)(void *data, unsigned int line, bool level);
 /* The guest TSC now (the modelled clock). */
 typedef uint64_t (*platform_clock_fn)(void *data);
 
@@ -66,7 +70,12 @@ struct platform_unknown {
 struct platform {
 	FILE *serial_out; /* guest serial output (stdout) */
 	uint8_t lcr, mcr, ier, scr, dll, dlm, fcr, rbr;
-	bool rx_ready; /* loopback mode: a byte came back to RBR */
+	bool rx_ready;	   /* loopback mode: a byte came back to RBR */
+	uint8_t lsr_err;   /* LSR error bits (overrun) until LSR is read */
+	uint8_t msr_in;	   /* MSR 7:4, the modem inputs as last seen */
+	uint8_t msr_delta; /* MSR 3:0, changes since MSR was read */
+	bool thre_int;	   /* a THR empty interrupt is pending (until IIR read or THR write) */
+	bool irq4;	   /* COM1's interrupt line as last driven */
 	bool exited;
 	int exit_status;
 	enum platform_stop stop;
@@ -91,6 +100,10 @@ struct platform {
 	uint8_t sys_ctrl_b; /* port 61H bits 3:0 */
 	uint32_t pci_addr;  /* CONFIG_ADDRESS */
 	uint8_t rst_cnt;
+	/* interrupts: the ISA lines go to `irq`, or to the platform's own 8259s if NULL */
+	platform_irq_fn irq;
+	void *irq_data;
+	struct pic pic;
 	/* what nothing models */
 	struct platform_unknown unknown[PLATFORM_UNKNOWN_MAX];
 	unsigned int nr_unknown;
@@ -117,6 +130,16 @@ void platform_init(struct platform *p, FILE *serial_out, uint64_t ram_size, uint
  */
 void platform_set_clock(struct platform *p, uint64_t tsc_hz, int64_t epoch, platform_clock_fn clock,
 			void *clock_data);
+
+/*
+ * Where the devices' ISA interrupt lines go: `irq` is called on each
+ * change of a line's level. NULL (platform_init's choice) drives the
+ * platform's own 8259A pair (`pic`, ports 20H-21H, A0H-A1H, 4D0H-4D1H),
+ * whose INT the vCPU takes through pic_connect/pic_ack; a VMM with an
+ * interrupt controller elsewhere (KVM's in-kernel irqchip) routes the
+ * lines there instead.
+ */
+void platform_set_irq(struct platform *p, platform_irq_fn irq, void *data);
 
 /*
  * A guest IN (write false) or OUT of `size` (1, 2 or 4) bytes. Returns 0

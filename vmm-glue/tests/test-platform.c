@@ -297,3 +297,138 @@ Test(platform, no_clock_no_timers)
 	cr_expect_eq(in(PORT_RTC_DATA, 1), 0x24, "the RTC reads its epoch, 2024");
 	cr_expect_eq(in(PORT_ACPI_PM1A_CNT, 2), ACPI_PM1_SCI_EN);
 }
+
+/* COM1's interrupt line as the platform drives it: every change, in order */
+static bool irq_log[16];
+static unsigned int irq_n, irq_line_seen;
+
+static void record_irq(void *data, unsigned int line, bool level)
+{
+	(void) data;
+	irq_line_seen = line;
+	if (irq_n < 16)
+		irq_log[irq_n] = level;
+	irq_n++;
+}
+
+static void record_setup(void)
+{
+	setup();
+	irq_n = 0;
+	irq_line_seen = 99;
+	platform_set_irq(&p, record_irq, NULL);
+}
+
+/*
+ * THR empty (PC16550D Table IV): IIR 02H while ETBEI is set and THR empty,
+ * reset by reading IIR; enabling ETBEI with THR empty raises it again
+ * (Linux's UART_BUG_THRE test reads IIR = C2H twice); a THR write clears
+ * it and, sent at once, raises it again: a new edge.
+ */
+Test(platform, uart_thre_interrupt, .init = record_setup)
+{
+	out(PORT_COM1 + 2, 1, 0x01); /* FIFOs on */
+	out(PORT_COM1 + 4, 1, 0x0b); /* DTR RTS OUT2 */
+	cr_expect_eq(irq_n, 0);
+	out(PORT_COM1 + 1, 1, 0x02); /* ETBEI */
+	cr_expect_eq(irq_n, 1);
+	cr_expect_eq(irq_line_seen, 4, "COM1 is ISA IRQ 4");
+	cr_expect(irq_log[0]);
+	cr_expect_eq(in(PORT_COM1 + 2, 1), 0xc2, "THRE interrupt, FIFOs on");
+	cr_expect_eq(irq_n, 2);
+	cr_expect_not(irq_log[1], "reading IIR reset it");
+	cr_expect_eq(in(PORT_COM1 + 2, 1), 0xc1);
+	out(PORT_COM1 + 1, 1, 0x00);
+	out(PORT_COM1 + 1, 1, 0x02);
+	cr_expect_eq(in(PORT_COM1 + 2, 1), 0xc2, "re-enabling ETBEI reasserts it");
+	cr_expect_eq(irq_n, 4);
+	out(PORT_COM1, 1, 'a');
+	cr_expect_eq(irq_n, 5, "the write raises it again");
+	cr_expect(irq_log[4]);
+	out(PORT_COM1, 1, 'b');
+	cr_expect_eq(irq_n, 7, "THR write: low, then high again");
+	cr_expect_not(irq_log[5]);
+	cr_expect(irq_log[6]);
+	out(PORT_COM1 + 1, 1, 0x00);
+	cr_expect_eq(irq_n, 8);
+	cr_expect_not(irq_log[7], "ETBEI off: no interrupt");
+	cr_expect_eq(in(PORT_COM1 + 2, 1), 0xc1);
+}
+
+/* The PC's serial port gates INTR onto IRQ 4 with OUT2; loopback forces OUT2 inactive */
+Test(platform, uart_irq_gated_by_out2, .init = record_setup)
+{
+	out(PORT_COM1 + 1, 1, 0x02);
+	cr_expect_eq(in(PORT_COM1 + 2, 1), 0x02, "FIFOs off: bits 7:6 clear");
+	out(PORT_COM1 + 1, 1, 0x00);
+	out(PORT_COM1 + 1, 1, 0x02);
+	cr_expect_eq(irq_n, 0, "OUT2 clear: IRQ 4 stays low");
+	out(PORT_COM1 + 4, 1, 0x08);
+	cr_expect_eq(irq_n, 1);
+	cr_expect(irq_log[0]);
+	out(PORT_COM1 + 4, 1, 0x18);
+	cr_expect_eq(irq_n, 2);
+	cr_expect_not(irq_log[1], "loopback: gated off");
+}
+
+/*
+ * Priorities in loopback, ERBFI | ETBEI | ELSI | EDSSI: line status (06H)
+ * over received data (04H) over THR empty (02H) over modem status (00H).
+ */
+Test(platform, uart_iir_priority, .init = record_setup)
+{
+	out(PORT_COM1 + 4, 1, 0x10); /* LOOP: DCD, DSR, CTS drop (DDCD DDSR DCTS) */
+	out(PORT_COM1 + 1, 1, 0x0f);
+	out(PORT_COM1, 1, 'x');
+	cr_expect_eq(in(PORT_COM1 + 2, 1), 0x04, "received data");
+	out(PORT_COM1, 1, 'y'); /* FIFOs off: overrun */
+	cr_expect_eq(in(PORT_COM1 + 2, 1), 0x06, "line status: overrun");
+	cr_expect_eq(in(PORT_COM1 + 5, 1), 0x63, "TEMT THRE OE DR");
+	cr_expect_eq(in(PORT_COM1 + 5, 1), 0x61, "OE reset by the read");
+	cr_expect_eq(in(PORT_COM1 + 2, 1), 0x04);
+	cr_expect_eq(in(PORT_COM1, 1), 'y');
+	cr_expect_eq(in(PORT_COM1 + 2, 1), 0x02, "THR empty");
+	cr_expect_eq(in(PORT_COM1 + 2, 1), 0x00, "modem status");
+	cr_expect_eq(in(PORT_COM1 + 6, 1), 0x0b, "DDCD DDSR DCTS, inputs all low");
+	cr_expect_eq(in(PORT_COM1 + 2, 1), 0x01, "none left");
+	out(PORT_COM1 + 4, 1, 0x14); /* OUT1 -> RI */
+	out(PORT_COM1 + 4, 1, 0x10);
+	cr_expect_eq(in(PORT_COM1 + 2, 1), 0x00);
+	cr_expect_eq(in(PORT_COM1 + 6, 1), 0x04, "TERI: RI's trailing edge");
+	/* FIFOs on, trigger 14 bytes: one byte shows as a character timeout */
+	out(PORT_COM1 + 2, 1, 0xc1);
+	out(PORT_COM1 + 1, 1, 0x01);
+	out(PORT_COM1, 1, 'z');
+	out(PORT_COM1, 1, 'w');
+	cr_expect_eq(in(PORT_COM1 + 5, 1), 0x61, "FIFOs on: no overrun");
+	cr_expect_eq(in(PORT_COM1 + 2, 1), 0xcc);
+	out(PORT_COM1 + 2, 1, 0x01); /* trigger 1 byte */
+	out(PORT_COM1, 1, 'v');
+	cr_expect_eq(in(PORT_COM1 + 2, 1), 0xc4);
+	cr_expect_eq(irq_n, 0, "loopback: nothing on IRQ 4");
+}
+
+/* Without platform_set_irq, IRQ 4 reaches the platform's own 8259A: vector 34H */
+Test(platform, uart_irq4_through_the_8259)
+{
+	static const uint8_t linux_init[][2] = {
+		{ 0x20, 0x11 }, { 0x21, 0x30 }, { 0x21, 0x04 }, { 0x21, 0x01 }, { 0xa0, 0x11 },
+		{ 0xa1, 0x38 }, { 0xa1, 0x02 }, { 0xa1, 0x01 }, { 0x21, 0xef }, /* IRQ 4 only */
+	};
+
+	for (unsigned int i = 0; i < sizeof(linux_init) / sizeof(linux_init[0]); i++)
+		out(linux_init[i][0], 1, linux_init[i][1]);
+	cr_expect_eq(in(0x21, 1), 0xef);
+	out(PORT_COM1 + 4, 1, 0x08);
+	out(PORT_COM1 + 1, 1, 0x02);
+	cr_expect(pic_intr(&p.pic));
+	cr_expect_eq(in(0x20, 1), 0x10, "IRR: IRQ 4");
+	cr_expect_eq(pic_ack(&p.pic), 0x34);
+	out(0x20, 1, 0x64);
+	cr_expect_eq(in(PORT_COM1 + 2, 1), 0x02);
+	out(PORT_COM1, 1, 'x');
+	cr_expect(pic_intr(&p.pic), "the THR write is a new edge");
+	out(0x4d0, 1, 0xff);
+	cr_expect_eq(in(0x4d0, 1), 0xf8, "ELCR is decoded");
+	cr_expect_eq(p.nr_unknown, 0);
+}

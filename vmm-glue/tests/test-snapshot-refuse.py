@@ -122,7 +122,7 @@ def main():
         b[sec[TAG_VCPU][0] + 64] = 2  # cs64, after eight 64-bit control registers
         refused(vmm, tmp, reseal(b), 'a flag of 2', r'damaged snapshot: a flag that is neither 0 nor 1')
         b = bytearray(blob)
-        b[sec[TAG_PLATFORM][0] + 38] = 200  # the RTC index, after the 16550 and board state
+        b[sec[TAG_PLATFORM][0] + 43] = 200  # the RTC index, after the 16550 and board state
         refused(vmm, tmp, reseal(b), 'an RTC index of 200', r'damaged snapshot: an RTC index past')
         b = bytearray(blob)
         struct.pack_into('<Q', b, sec[TAG_LAPIC][0] - 8, sec[TAG_LAPIC][1] + (1 << 40))
