@@ -106,7 +106,7 @@ struct bzimage_load_config {
 				    at or above 4 KiB by default */
 	uint64_t acpi_rsdp;	 /* boot_params.acpi_rsdp_addr, 0: the kernel scans for it */
 	/*
-	 * Decompress the kernel here (bzimage-unpack.c) and enter its own
+	 * Decompress the kernel here (bzimage_unpack in bzimage.c) and enter its own
 	 * startup_64, where the payload is XZ and the kernel goes to its
 	 * pref_address; otherwise (or false) the guest's decompressor runs.
 	 */

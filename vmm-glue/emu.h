@@ -104,7 +104,7 @@ int emu_load_linux(struct emu *emu, const void *image, size_t size, const char *
 
 /*
  * After emu_load_linux: NULL where the VMM inflated the kernel itself
- * (bzimage-unpack.c), else why the guest's decompressor runs.
+ * (bzimage_unpack in bzimage.c), else why the guest's decompressor runs.
  */
 const char *emu_linux_unpack_note(const struct emu *emu);
 

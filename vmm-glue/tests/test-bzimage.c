@@ -571,7 +571,7 @@ Test(bzimage_load, refusals)
 		cr_expect_eq(low[a], 0, "no kernel copied at %#lx", (unsigned long) a);
 }
 
-/* ---- the kernel inflated by the VMM (bzimage-unpack.c) ---- */
+/* ---- the kernel inflated by the VMM (bzimage_unpack in bzimage.c) ---- */
 
 #define BP_PAYLOAD_OFFSET 0x248
 #define BP_PAYLOAD_LENGTH 0x24c
