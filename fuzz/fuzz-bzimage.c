@@ -168,6 +168,7 @@ static void check_load(const uint8_t *data, size_t size, uint8_t knob, uint8_t k
 	cfg.initrd_addr = initrd_at[(knob2 >> 2) & 3];
 	cfg.boot_data_addr = bd_at[(knob2 >> 4) & 3];
 	cfg.acpi_rsdp = 0xe0000;
+	cfg.unpack = knob & 0x80; /* the payload inflated here: its offset, length, XZ and ELF */
 	err[0] = 0;
 	ret = bzimage_load(&cfg, &e, err, sizeof(err));
 	CHECK(ret == 0 || ret == -EINVAL || ret == -ENOEXEC || ret == -E2BIG || ret == -ENOMEM);
@@ -175,7 +176,9 @@ static void check_load(const uint8_t *data, size_t size, uint8_t knob, uint8_t k
 		check_err(err, sizeof(err));
 		return;
 	}
-	CHECK(e.rip == e.kernel_addr + 0x200 && e.kernel_end > e.kernel_addr);
+	CHECK(e.unpacked ? cfg.unpack && e.rip >= e.kernel_addr && e.rip < e.kernel_end
+			 : e.rip == e.kernel_addr + 0x200);
+	CHECK(e.kernel_end > e.kernel_addr);
 	CHECK(in_backed_ram(r, n, e.kernel_addr, e.kernel_end - e.kernel_addr));
 	CHECK(!cfg.initrd_size || in_backed_ram(r, n, e.initrd_addr, cfg.initrd_size));
 	CHECK(apart(e.kernel_addr, e.kernel_end - e.kernel_addr, e.boot_data_addr,
