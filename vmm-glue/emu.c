@@ -98,6 +98,14 @@ void emu_stop(struct emu *emu, uint64_t resume_rip)
 
 void emu_raise(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip)
 {
+	emu->st.exceptions++;
+	if (vector < 32) {
+		emu->st.by_vector[vector]++;
+		emu->st.last_exc_vector = vector;
+		emu->st.last_exc_error = has_err ? err : 0;
+		emu->st.last_exc_rip = rip;
+		emu->st.last_exc_cr2 = vector == 14 ? emu_reg(emu, UC_X86_REG_CR2) : 0;
+	}
 	emu->pending_vector = (int) vector;
 	emu->pending_has_err = has_err;
 	emu->pending_err = err;
@@ -396,7 +404,6 @@ static void hook_intr(uc_engine *uc, uint32_t intno, void *data)
 	 * the level it ran at.)
 	 */
 	emu_refresh_mode(emu);
-	emu->st.exceptions++;
 	if (intno == 14)
 		emu->st.page_faults++;
 	if (intno == 13 && !is_int && err == 0 && stack_fault(emu, rip))
@@ -419,8 +426,7 @@ static bool hook_invalid(uc_engine *uc, void *data)
 		return false;
 	}
 	count_retire_to(emu, rip, false);
-	emu_refresh_mode(emu); /* as in hook_intr */
-	emu->st.exceptions++;
+	emu_refresh_mode(emu);		  /* as in hook_intr */
 	emu_raise(emu, 6, false, 0, rip); /* #UD */
 	return false;
 }
@@ -441,7 +447,6 @@ static void hook_syscall(uc_engine *uc, void *data)
 	/* #UD outside 64-bit mode (Intel) or with EFER.SCE clear */
 	if (!(emu->efer & EFER_SCE) || !emu->cs64 || !(emu->efer & EFER_LMA)) {
 		count_retire_to(emu, rip, false);
-		emu->st.exceptions++;
 		emu_raise(emu, 6, false, 0, rip);
 		return;
 	}

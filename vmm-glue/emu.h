@@ -64,7 +64,7 @@ struct emu_stats {
 	uint64_t msr_exits, cpuid_exits, io_exits, rdpmc_exits;
 	uint64_t interrupts, nmis, exceptions;
 	uint64_t page_faults;		     /* #PF delivered to the guest */
-	uint64_t by_vector[32];		     /* exceptions Unicorn raised, by vector */
+	uint64_t by_vector[32];		     /* exceptions raised to the guest, by vector */
 	uint64_t last_exc_rip, last_exc_cr2; /* where the last one was (CR2 for #PF) */
 	uint32_t last_exc_vector, last_exc_error;
 	uint64_t pmis;	/* PMIs delivered through the LVT */

@@ -4,7 +4,10 @@
 pattern (a regular expression) matches a line of the guest's output.
 
 usage: run-guest.py [--accel emu|kvm] [--cpu MODEL] [--mem SIZE] [--needs-host-pmu 1] [--skips N]
-                    VMM KERNEL STATUS [PATTERN...]
+                    [--stderr PATTERN]... VMM KERNEL STATUS [PATTERN...]
+
+--stderr PATTERN: a line of vpmu-vmm's own output (stderr, with --verbose's
+summary) must match it too.
 
 --skips N: the guest's closing line "SUMMARY: P passed, F failed, K
 skipped" must be there with K = N, so that a change that turns checks into
@@ -42,7 +45,7 @@ def host_has_pmu():
 
 def main():
     args = sys.argv[1:]
-    accel, extra, needs_pmu, skips = 'emu', [], False, None
+    accel, extra, needs_pmu, skips, err_patterns = 'emu', [], False, None, []
     while args and args[0].startswith('--'):
         opt, val = args[0], args[1]
         args = args[2:]
@@ -56,6 +59,8 @@ def main():
             needs_pmu = val == '1'
         elif opt == '--skips':
             skips = int(val)
+        elif opt == '--stderr':
+            err_patterns.append(val)
         else:
             print(f'run-guest: unknown option {opt}')
             return 2
@@ -84,6 +89,10 @@ def main():
     for pat in patterns:
         if not re.search(pat, p.stdout, re.M):
             print(f'run-guest: no output line matches {pat!r}')
+            ok = False
+    for pat in err_patterns:
+        if not re.search(pat, p.stderr, re.M):
+            print(f'run-guest: no line of vpmu-vmm\'s own output matches {pat!r}')
             ok = False
     if re.search(r'^FAIL', p.stdout, re.M):
         print('run-guest: the guest reported failures')
