@@ -4,8 +4,9 @@
 
 Usage: gen-events.py --model NAME --symbol SYM INPUT OUTPUT.c
 
-The record format and its pitfalls are described in CHECKLIST.md §F.2/F.3
-of the seeds. The parser is strict on purpose: the table is guest-visible,
+Each event is three lines: "| NAME |", its description ending in " |",
+and its attribute tokens separated by single spaces ending in " |" (the
+format of skylake-server.txt here). The parser is strict on purpose: the table is guest-visible,
 so anything it does not understand fails the build with one line
 "gen-events.py: FILE:LINE: what is wrong" instead of producing a wrong row.
 """
@@ -17,7 +18,7 @@ import sys
 
 PROG = 'gen-events.py'
 
-# Attribute keys in the order the list always writes them (§F.2).
+# Attribute keys in the order the list always writes them.
 KEY_ORDER = ['EventSel', 'UMask', 'AnyThread', 'EdgeDetect', 'Invert', 'CMask',
 	     'MSR', 'Counter', 'CounterHTOff']
 
@@ -31,7 +32,7 @@ FLAGS = {
 	'Architectural': 'VPMU_EV_ARCH',
 	'Fixed': 'VPMU_EV_FIXED',
 	# Set on speculative events too (UOPS_ISSUED.ANY): a rendering artifact,
-	# so it is checked but not stored (§F.3).
+	# so it is checked but not stored.
 	'AtRetirement': None,
 	'Deprecated': 'VPMU_EV_DEPRECATED',
 }
@@ -62,7 +63,7 @@ def parse_hex(lineno, key, val, maxval):
 	m = HEX_RE.match(val)
 	if not m:
 		raise ParseError(lineno, f'{key}: "{val}" is not a hex number like 3CH')
-	# A bare "0" is how the list writes CMask=0 (20 times, §F.3).
+	# A bare "0" is how the list writes CMask=0 (20 times).
 	v = int(m.group(1), 16) if m.group(1) is not None else 0
 	if v > maxval:
 		raise ParseError(lineno, f'{key}: {val} does not fit in {maxval:#x}')
@@ -104,8 +105,8 @@ def parse_pebs(lineno, inner, ev):
 				raise ParseError(lineno, f'PDISTCounter: bad value "{val}"')
 			ev['pdist_counter'] = int(val)
 		elif key == 'Counter' and eq:
-			# Repeats the top-level Counter=, which is the one we keep
-			# (§F.3); only check that it is well formed.
+			# Repeats the top-level Counter=, which is the one we keep;
+			# only check that it is well formed.
 			parse_counters(lineno, 'PEBS Counter', val)
 		else:
 			raise ParseError(lineno, f'unknown PEBS item "{item}"')

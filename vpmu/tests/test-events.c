@@ -39,7 +39,7 @@ static size_t count_aux(uint16_t msr)
 	return n;
 }
 
-/* One name is the other with "_PS" appended (§F.3: _PS duplicates its base). */
+/* One name is the other with "_PS" appended (a _PS event duplicates its base). */
 static int is_ps_twin(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b);
@@ -54,7 +54,7 @@ static int is_ps_twin(const char *a, const char *b)
 Test(events, identity)
 {
 	cr_assert_str_eq(skx->model, "skylake-server");
-	/* §F.1: 372 events, 1,116 lines */
+	/* the list: 372 events, 1,116 lines */
 	cr_assert_eq(skx->nr, 372);
 	cr_assert_str_eq(skx->events[0].name, "INST_RETIRED.ANY");
 	cr_assert_str_eq(skx->events[skx->nr - 1].name, "L2_LINES_OUT.USELESS_PREF");
@@ -118,7 +118,7 @@ Test(events, attribute_counts)
 	size_t i, cmask = 0, pdist = 0;
 
 	/*
-	 * §F.2 counts 77 CMask= tokens, but 20 of them are a bare "CMask=0",
+	 * The list has 77 CMask= tokens, but 20 of them are a bare "CMask=0",
 	 * which selects the same thing as no CMask at all and leaves no trace
 	 * in the table. So the table can only show the 57 non-zero ones; the
 	 * 77 (20 + 57) is checked on the text by test-gen-events.py.
@@ -222,7 +222,7 @@ Test(events, row_inst_retired_prec_dist)
 {
 	const struct vpmu_event_desc *ev = must_find("INST_RETIRED.PREC_DIST");
 
-	/* §F.3: Counter=1 only, yet PDISTCounter=32 [INCONSISTENT], kept as given */
+	/* Counter=1 only, yet PDISTCounter=32 [INCONSISTENT], kept as given */
 	cr_assert_eq(ev->event, 0xc0);
 	cr_assert_eq(ev->umask, 0x01);
 	cr_assert_eq(ev->counters, 0x2);
@@ -260,7 +260,7 @@ Test(events, row_frontend_retired)
 	cr_assert_eq(ev->counters, 0x0f);
 	cr_assert_eq(ev->counters_ht_off, 0x0f);
 
-	/* A bare "CMask=0" (§F.3) next to a 6-digit MSR value */
+	/* A bare "CMask=0" next to a 6-digit MSR value */
 	ev = must_find("FRONTEND_RETIRED.LATENCY_GE_128");
 	cr_assert_eq(ev->cmask, 0);
 	cr_assert_eq(ev->aux_msr, 0x3f7);
@@ -297,7 +297,7 @@ Test(events, row_anythread)
 Test(events, row_pebs_counter_inside_bracket)
 {
 	/* PEBS:[PreciseEventingIP, Counter=0,1,2,3, PDISTCounter=0]: the
-	 * top-level Counter= is the one kept (§F.3). */
+	 * top-level Counter= is the one kept. */
 	const struct vpmu_event_desc *ev = must_find("INST_RETIRED.NOP");
 
 	cr_assert_eq(ev->counters, 0x0f);

@@ -9,7 +9,7 @@ each run exits non-zero, prints exactly one line
 "gen-events.py: FILE:LINE: ..." naming the right line, and leaves no
 output file behind. Also checks that C string literals it emits decode
 back to the exact input bytes, and the CMask=0 count the C table cannot
-show (CHECKLIST §F.2/F.3).
+show.
 """
 
 import os
