@@ -10,6 +10,7 @@
  *    NMI, in x2APIC and xAPIC mode, the mask bit set by the delivery, no
  *    PMI through a masked entry;
  *  - the eventing point: from -N the PMI comes right after instruction N;
+ *  - a second PMI while the first waits in the IRR merges into it;
  *  - GLOBAL_STATUS_RESET clears exactly the bits written, GLOBAL_STATUS_SET
  *    (v4+) sets them without a PMI;
  *  - freeze on PMI: streamlined (v4+, CTR_Frz) or legacy (v2-3, GLOBAL_CTRL
@@ -334,6 +335,35 @@ static void test_masked_lvt(const char *apic)
 }
 
 /*
+ * A PMI that comes while the first one is still pending in the IRR
+ * (interrupts off) is taken in by it: the local APIC holds one request per
+ * vector (SDM Vol. 3A 11.8.4, 11.8.5), so two overflows, each delivered
+ * through an unmasked LVT, make one interrupt whose handler sees both
+ * status bits.
+ */
+static void test_pmi_merged(const char *apic)
+{
+	const uint32_t n = 300;
+
+	reset(PMI_VECTOR);
+	ctr_setup(0, EV_INST, true);
+	ctr_setup(1, EV_INST, true);
+	ctr_write(0, gp_mask + 1 - 100);
+	ctr_write(1, gp_mask + 1 - 100);
+	region(bit(0), n); /* interrupts off: the PMI waits in the IRR, the LVT masked */
+	apic_write(APIC_LVTPC, PMI_VECTOR);
+	region(bit(1), n); /* a second PMI, same vector, the first still pending */
+	sti();
+	spin(10);
+	cli();
+	report(seen.count == 1 && seen.vector == PMI_VECTOR,
+	       "%s two PMIs while the first waits in the IRR: one interrupt (%d)", apic,
+	       seen.count);
+	report(seen.status == 3, "%s that one handler sees both overflows (GLOBAL_STATUS %lx)",
+	       apic, seen.status);
+}
+
+/*
  * GLOBAL_STATUS_RESET (0x390, GLOBAL_OVF_CTRL before v4) clears exactly
  * the bits written as 1 (Table 20-3: "Processor clears GLOBAL_STATUS").
  */
@@ -552,8 +582,10 @@ static void pmi_suite(const char *apic)
 	test_pmi(0, APIC_DM_NMI, apic);
 	test_pmi(FIXED(0), PMI_VECTOR, apic);
 	test_pmi(FIXED(0), APIC_DM_NMI, apic);
-	if (nr_gp > 1)
+	if (nr_gp > 1) {
 		test_pmi(nr_gp - 1, PMI_VECTOR, apic);
+		test_pmi_merged(apic);
+	}
 	test_masked_lvt(apic);
 }
 
