@@ -621,17 +621,179 @@ static int map_span(struct pt_alloc *pt, struct span s)
 	return 0;
 }
 
+/* The boot data block: where the caller put it, checked, or in the lowest RAM beside the rest. */
+static int place_boot_data(const struct bzimage_load_config *cfg, struct span kern, struct span rd,
+			   uint64_t bd_size, uint64_t limit, bool high, struct span *ret, char *err,
+			   size_t errlen)
+{
+	struct span bd = { cfg->boot_data_addr, bd_size }, obst[2] = { kern, rd };
+
+	if (!cfg->boot_data_addr) {
+		bd.addr = place_low(cfg, PAGE, bd_size, PAGE, limit, obst, 2);
+		if (bd.addr == UINT64_MAX)
+			return fail(err, errlen, -ENOMEM,
+				    "no RAM range holds the %" PRIu64 " KiB of zero page, page "
+				    "tables and command line: give the guest more memory",
+				    bd_size / 1024);
+	} else if (bd.addr & (PAGE - 1) || !find_range(cfg, bd.addr, bd_size, 0) ||
+		   bd.addr > limit - bd_size) {
+		return fail(err, errlen, -EINVAL,
+			    "boot data at %#" PRIx64 " (%" PRIu64 " KiB) must be page aligned, in "
+			    "backed guest memory%s",
+			    bd.addr, bd_size / 1024, high ? "" : " and below 4 GiB");
+	}
+	*ret = bd;
+	return 0;
+}
+
+/* The initrd: where the caller put it, checked, or as high as the kernel allows. */
+static int place_initrd(const struct bzimage_load_config *cfg, const struct bzimage *bz,
+			struct span kern, struct span bd, bool high, struct span *ret, char *err,
+			size_t errlen)
+{
+	uint64_t initrd_limit = (uint64_t) bz->initrd_addr_max + 1;
+	struct span rd = { cfg->initrd_addr, cfg->initrd_size }, obst[2] = { kern, bd };
+
+	if (!cfg->initrd_addr) {
+		rd.addr = place_high(cfg, cfg->initrd_size, initrd_limit, obst, 2);
+		if (rd.addr == UINT64_MAX && high)
+			rd.addr = place_high(cfg, cfg->initrd_size, PHYS_LIMIT, obst, 2);
+		if (rd.addr == UINT64_MAX)
+			return fail(err, errlen, -ENOMEM,
+				    "the initrd (%zu bytes) fits in no RAM range%s beside "
+				    "the kernel: give the guest more memory",
+				    cfg->initrd_size, high ? "" : " below initrd_addr_max");
+	} else if (!find_range(cfg, rd.addr, cfg->initrd_size, E820_RAM)) {
+		return fail(err, errlen, -EINVAL,
+			    "initrd at %#" PRIx64 " (%zu bytes) is not in guest RAM", rd.addr,
+			    cfg->initrd_size);
+	}
+	if (!high && (rd.addr > initrd_limit || cfg->initrd_size > initrd_limit - rd.addr))
+		return fail(err, errlen, -E2BIG,
+			    "initrd at %#" PRIx64 "..%#" PRIx64
+			    " ends above the kernel's limit %#x",
+			    rd.addr, rd.addr + cfg->initrd_size - 1, bz->initrd_addr_max);
+	*ret = rd;
+	return 0;
+}
+
+/*
+ * The kernel inflated here (*ret_elf, its entry point), if asked and
+ * possible; where it is not, e->unpack_note says why and *ret_elf stays
+ * NULL: the guest decompresses it.
+ */
+static int unpack_kernel(const struct bzimage_load_config *cfg, struct bzimage_entry *e,
+			 uint8_t **ret_elf, uint64_t *ret_entry, char *err, size_t errlen)
+{
+	size_t elf_size = 0;
+	int r;
+
+	if (!cfg->unpack)
+		return 0;
+	if (e->kernel_addr != e->bz.load_addr) {
+		snprintf(e->unpack_note, sizeof(e->unpack_note),
+			 "the kernel goes to %#" PRIx64 ", not its pref_address %#" PRIx64
+			 ": the guest decompresses it",
+			 e->kernel_addr, e->bz.load_addr);
+		return 0;
+	}
+	r = bzimage_unpack(cfg->image, &e->bz, ret_elf, &elf_size, ret_entry, err, errlen);
+	if (r == -ENOTSUP)
+		snprintf(e->unpack_note, sizeof(e->unpack_note), "%s", err);
+	else if (r < 0)
+		return r;
+	return 0;
+}
+
+/* Page tables first: nothing is written to guest memory on failure. */
+static int build_page_tables(const struct bzimage_load_config *cfg, struct span kern,
+			     struct span bd, char *err, size_t errlen)
+{
+	struct pt_alloc pt;
+
+	pt.base = host_at(cfg, bd.addr + BD_PT, BD_PT_PAGES * PAGE);
+	pt.gpa = bd.addr + BD_PT;
+	pt.used = 1; /* the PML4 */
+	memset(pt.base, 0, BD_PT_PAGES * PAGE);
+	if (map_span(&pt, (struct span){ 0, BOOT_MAP_END }) < 0 || map_span(&pt, kern) < 0 ||
+	    map_span(&pt, bd) < 0) {
+		memset(pt.base, 0, BD_PT_PAGES * PAGE);
+		return fail(err, errlen, -ENOMEM,
+			    "the identity map of the kernel and boot data needs more than %d "
+			    "page-table pages",
+			    BD_PT_PAGES);
+	}
+	return 0;
+}
+
+/* kernel (inflated, or the image's protected-mode part), command line, initrd */
+static void copy_images(const struct bzimage_load_config *cfg, const struct bzimage *bz,
+			const uint8_t *elf, struct span kern, struct span bd, struct span rd,
+			size_t cmdline_len)
+{
+	uint8_t *p;
+
+	if (elf)
+		bzimage_place_vmlinux(elf, kern.addr, host_at(cfg, kern.addr, kern.len));
+	else
+		memcpy(host_at(cfg, kern.addr, bz->kernel_size), cfg->image + bz->kernel_offset,
+		       bz->kernel_size);
+	p = host_at(cfg, bd.addr + BD_CMDLINE, cmdline_len + 1);
+	if (cmdline_len)
+		memcpy(p, cfg->cmdline, cmdline_len);
+	p[cmdline_len] = 0;
+	if (rd.len)
+		memcpy(host_at(cfg, rd.addr, rd.len), cfg->initrd, rd.len);
+}
+
+/* The zero page and the GDT in the boot data block. */
+static void write_boot_data(const struct bzimage_load_config *cfg, const struct bzimage *bz,
+			    struct span kern, struct span bd, struct span rd)
+{
+	uint8_t *zp, *p;
+
+	zp = host_at(cfg, bd.addr + BD_ZERO_PAGE, BP_SIZE);
+	zero_page_fill(cfg->image, bz, zp, kern.addr, bd.addr + BD_CMDLINE, rd.addr, rd.len);
+	wr64(zp + BP_ACPI_RSDP_ADDR, cfg->acpi_rsdp);
+	for (unsigned int i = 0; i < cfg->nr_ranges; i++)
+		e820_add(zp, cfg->ranges[i].gpa, cfg->ranges[i].size, cfg->ranges[i].type);
+
+	/* GDT: __BOOT_CS and __BOOT_DS at 10H and 18H */
+	p = host_at(cfg, bd.addr + BD_GDT, PAGE);
+	memset(p, 0, PAGE);
+	wr64(p + BZ_BOOT_CS, GDT_CODE64);
+	wr64(p + BZ_BOOT_DS, GDT_DATA);
+}
+
+/* The 64-bit entry state (boot.rst, "64-bit Boot Protocol") and where things went. */
+static void set_entry_state(struct bzimage_entry *e, uint64_t entry, struct span kern,
+			    struct span bd, struct span rd)
+{
+	e->rip = e->unpacked ? entry : kern.addr + 0x200;
+	e->rsi = bd.addr + BD_ZERO_PAGE;
+	e->cr0 = 0x80050033; /* PG AM WP NE ET MP PE */
+	e->cr3 = bd.addr + BD_PT;
+	e->cr4 = 0x620;	 /* OSXMMEXCPT OSFXSR PAE */
+	e->efer = 0x500; /* LMA LME */
+	e->gdt_base = bd.addr + BD_GDT;
+	e->gdt_limit = 4 * 8 - 1;
+	e->cs = BZ_BOOT_CS;
+	e->ds = BZ_BOOT_DS;
+	e->kernel_end = kern.addr + kern.len;
+	e->cmdline_addr = bd.addr + BD_CMDLINE;
+	e->initrd_addr = rd.addr;
+	e->boot_data_addr = bd.addr;
+	e->boot_data_size = bd.len;
+}
+
 int bzimage_load(const struct bzimage_load_config *cfg, struct bzimage_entry *ret, char *err,
 		 size_t errlen)
 {
 	struct bzimage_entry e = { 0 };
 	size_t cmdline_len = cfg->cmdline ? strlen(cfg->cmdline) : 0;
-	uint64_t span, limit, bd_size, initrd_limit;
+	uint64_t span, limit, bd_size, entry = 0;
 	struct span obst[2], kern, bd, rd = { 0, 0 };
-	struct pt_alloc pt;
-	uint8_t *zp, *p, *elf = NULL;
-	size_t elf_size = 0;
-	uint64_t entry = 0;
+	uint8_t *elf = NULL;
 	bool high;
 	int r;
 
@@ -660,50 +822,13 @@ int bzimage_load(const struct bzimage_load_config *cfg, struct bzimage_entry *re
 	if (r < 0)
 		return r;
 	kern = (struct span){ e.kernel_addr, span };
-
-	/* the boot data */
-	if (!cfg->boot_data_addr) {
-		obst[0] = kern;
-		bd.addr = place_low(cfg, PAGE, bd_size, PAGE, limit, obst, 2);
-		if (bd.addr == UINT64_MAX)
-			return fail(err, errlen, -ENOMEM,
-				    "no RAM range holds the %" PRIu64 " KiB of zero page, page "
-				    "tables and command line: give the guest more memory",
-				    bd_size / 1024);
-	} else if (bd.addr & (PAGE - 1) || !find_range(cfg, bd.addr, bd_size, 0) ||
-		   bd.addr > limit - bd_size) {
-		return fail(err, errlen, -EINVAL,
-			    "boot data at %#" PRIx64 " (%" PRIu64 " KiB) must be page aligned, in "
-			    "backed guest memory%s",
-			    bd.addr, bd_size / 1024, high ? "" : " and below 4 GiB");
-	}
-	bd.len = bd_size;
-
-	/* the initrd */
+	r = place_boot_data(cfg, kern, rd, bd_size, limit, high, &bd, err, errlen);
+	if (r < 0)
+		return r;
 	if (cfg->initrd_size) {
-		initrd_limit = (uint64_t) e.bz.initrd_addr_max + 1;
-		if (!cfg->initrd_addr) {
-			obst[0] = kern;
-			obst[1] = bd;
-			rd.addr = place_high(cfg, cfg->initrd_size, initrd_limit, obst, 2);
-			if (rd.addr == UINT64_MAX && high)
-				rd.addr = place_high(cfg, cfg->initrd_size, PHYS_LIMIT, obst, 2);
-			if (rd.addr == UINT64_MAX)
-				return fail(err, errlen, -ENOMEM,
-					    "the initrd (%zu bytes) fits in no RAM range%s beside "
-					    "the kernel: give the guest more memory",
-					    cfg->initrd_size, high ? "" : " below initrd_addr_max");
-		} else if (!find_range(cfg, rd.addr, cfg->initrd_size, E820_RAM)) {
-			return fail(err, errlen, -EINVAL,
-				    "initrd at %#" PRIx64 " (%zu bytes) is not in guest RAM",
-				    rd.addr, cfg->initrd_size);
-		}
-		if (!high && (rd.addr > initrd_limit || cfg->initrd_size > initrd_limit - rd.addr))
-			return fail(err, errlen, -E2BIG,
-				    "initrd at %#" PRIx64 "..%#" PRIx64
-				    " ends above the kernel's limit %#x",
-				    rd.addr, rd.addr + cfg->initrd_size - 1, e.bz.initrd_addr_max);
-		rd.len = cfg->initrd_size;
+		r = place_initrd(cfg, &e.bz, kern, bd, high, &rd, err, errlen);
+		if (r < 0)
+			return r;
 	}
 	if (overlap(kern, bd) || overlap(kern, rd) || overlap(bd, rd))
 		return fail(err, errlen, -EINVAL,
@@ -711,79 +836,19 @@ int bzimage_load(const struct bzimage_load_config *cfg, struct bzimage_entry *re
 			    " and initrd %#" PRIx64 "+%#" PRIx64 " overlap",
 			    kern.addr, kern.len, bd.addr, bd.len, rd.addr, rd.len);
 
-	/* the kernel inflated here, if asked and possible */
-	if (cfg->unpack && e.kernel_addr != e.bz.load_addr) {
-		snprintf(e.unpack_note, sizeof(e.unpack_note),
-			 "the kernel goes to %#" PRIx64 ", not its pref_address %#" PRIx64
-			 ": the guest decompresses it",
-			 e.kernel_addr, e.bz.load_addr);
-	} else if (cfg->unpack) {
-		r = bzimage_unpack(cfg->image, &e.bz, &elf, &elf_size, &entry, err, errlen);
-		if (r == -ENOTSUP)
-			snprintf(e.unpack_note, sizeof(e.unpack_note), "%s", err);
-		else if (r < 0)
-			return r;
-	}
-
-	/* page tables first: nothing is written to guest memory on failure */
-	pt.base = host_at(cfg, bd.addr + BD_PT, BD_PT_PAGES * PAGE);
-	pt.gpa = bd.addr + BD_PT;
-	pt.used = 1; /* the PML4 */
-	memset(pt.base, 0, BD_PT_PAGES * PAGE);
-	if (map_span(&pt, (struct span){ 0, BOOT_MAP_END }) < 0 || map_span(&pt, kern) < 0 ||
-	    map_span(&pt, bd) < 0) {
-		memset(pt.base, 0, BD_PT_PAGES * PAGE);
+	r = unpack_kernel(cfg, &e, &elf, &entry, err, errlen);
+	if (r < 0)
+		return r;
+	r = build_page_tables(cfg, kern, bd, err, errlen);
+	if (r < 0) {
 		free(elf);
-		return fail(err, errlen, -ENOMEM,
-			    "the identity map of the kernel and boot data needs more than %d "
-			    "page-table pages",
-			    BD_PT_PAGES);
+		return r;
 	}
-
-	/* kernel, command line, initrd */
-	if (elf) {
-		bzimage_place_vmlinux(elf, kern.addr, host_at(cfg, kern.addr, kern.len));
-		free(elf);
-		e.unpacked = true;
-	} else {
-		memcpy(host_at(cfg, kern.addr, e.bz.kernel_size), cfg->image + e.bz.kernel_offset,
-		       e.bz.kernel_size);
-	}
-	p = host_at(cfg, bd.addr + BD_CMDLINE, cmdline_len + 1);
-	if (cmdline_len)
-		memcpy(p, cfg->cmdline, cmdline_len);
-	p[cmdline_len] = 0;
-	if (rd.len)
-		memcpy(host_at(cfg, rd.addr, rd.len), cfg->initrd, rd.len);
-
-	/* zero page */
-	zp = host_at(cfg, bd.addr + BD_ZERO_PAGE, BP_SIZE);
-	zero_page_fill(cfg->image, &e.bz, zp, kern.addr, bd.addr + BD_CMDLINE, rd.addr, rd.len);
-	wr64(zp + BP_ACPI_RSDP_ADDR, cfg->acpi_rsdp);
-	for (unsigned int i = 0; i < cfg->nr_ranges; i++)
-		e820_add(zp, cfg->ranges[i].gpa, cfg->ranges[i].size, cfg->ranges[i].type);
-
-	/* GDT: __BOOT_CS and __BOOT_DS at 10H and 18H */
-	p = host_at(cfg, bd.addr + BD_GDT, PAGE);
-	memset(p, 0, PAGE);
-	wr64(p + BZ_BOOT_CS, GDT_CODE64);
-	wr64(p + BZ_BOOT_DS, GDT_DATA);
-
-	e.rip = e.unpacked ? entry : kern.addr + 0x200;
-	e.rsi = bd.addr + BD_ZERO_PAGE;
-	e.cr0 = 0x80050033; /* PG AM WP NE ET MP PE */
-	e.cr3 = pt.gpa;
-	e.cr4 = 0x620;	/* OSXMMEXCPT OSFXSR PAE */
-	e.efer = 0x500; /* LMA LME */
-	e.gdt_base = bd.addr + BD_GDT;
-	e.gdt_limit = 4 * 8 - 1;
-	e.cs = BZ_BOOT_CS;
-	e.ds = BZ_BOOT_DS;
-	e.kernel_end = kern.addr + kern.len;
-	e.cmdline_addr = bd.addr + BD_CMDLINE;
-	e.initrd_addr = rd.addr;
-	e.boot_data_addr = bd.addr;
-	e.boot_data_size = bd.len;
+	copy_images(cfg, &e.bz, elf, kern, bd, rd, cmdline_len);
+	e.unpacked = elf != NULL;
+	free(elf);
+	write_boot_data(cfg, &e.bz, kern, bd, rd);
+	set_entry_state(&e, entry, kern, bd, rd);
 	*ret = e;
 	return 0;
 }

@@ -401,138 +401,127 @@ static int mov_from_cr(struct emu *emu, unsigned int crn, uint64_t *v)
 	return 0;
 }
 
-/*
- * Execute special instruction `in`, which Unicorn is about to run:
- * SPECIAL_DONE (emulated, RIP moved on or the run stopped after it),
- * SPECIAL_NATIVE (checked; Unicorn runs it itself and it retires with its
- * block) or SPECIAL_FAULT (an exception is raised instead).
- */
-int cpu_exec_special(struct emu *emu, const struct insn *in)
+/* RDMSR and WRMSR: EDX:EAX from or to the MSR ECX names, at CPL 0 only. */
+static int exec_msr(struct emu *emu, const struct insn *in, bool *stop)
 {
-	uint64_t next = in->addr + in->len, v = 0;
-	bool stop = false;
-	int r = 0;
+	uint32_t msr = (uint32_t) emu_reg(emu, UC_X86_REG_RCX);
+	uint64_t v;
+	int r;
 
-	emu_feed_flush(emu); /* the vPMU sees every count before the guest touches it */
-	if (in->addr == emu->native_once &&
-	    (in->special == SP_INVLPG || in->special == SP_MOV_TO_CR)) {
-		emu->native_once = 0;
-		return SPECIAL_NATIVE; /* looked at before the stop that let it run now */
-	}
-	switch (in->special) {
-	case SP_RDMSR:
-	case SP_WRMSR: {
-		uint32_t msr = (uint32_t) emu_reg(emu, UC_X86_REG_RCX);
-
-		emu->st.msr_exits++;
-		if (emu->cpl) {
-			r = -EINVAL;
-			break;
-		}
-		if (in->special == SP_RDMSR) {
-			r = cpu_msr_read(emu, msr, &v);
-			if (!r) {
-				emu_set_reg(emu, UC_X86_REG_RAX, v & 0xffffffffull);
-				emu_set_reg(emu, UC_X86_REG_RDX, v >> 32);
-			}
-		} else {
-			v = (emu_reg(emu, UC_X86_REG_RAX) & 0xffffffffull) |
-			    emu_reg(emu, UC_X86_REG_RDX) << 32;
-			r = cpu_msr_write(emu, msr, v);
-			stop = emu->want_stop;
-		}
-		break;
-	}
-	case SP_RDPMC:
-		emu->st.rdpmc_exits++;
-		if ((emu->cpl && !(emu->cr4 & X86_CR4_PCE)) || !emu->pmu) {
-			r = -EINVAL;
-			break;
-		}
-		r = vpmu_rdpmc(emu->pmu, (uint32_t) emu_reg(emu, UC_X86_REG_RCX), &v);
+	emu->st.msr_exits++;
+	if (emu->cpl)
+		return -EINVAL;
+	if (in->special == SP_RDMSR) {
+		r = cpu_msr_read(emu, msr, &v);
 		if (!r) {
 			emu_set_reg(emu, UC_X86_REG_RAX, v & 0xffffffffull);
 			emu_set_reg(emu, UC_X86_REG_RDX, v >> 32);
 		}
-		break;
-	case SP_RDTSC:
-	case SP_RDTSCP:
-		if (emu->cpl && (emu->cr4 & X86_CR4_TSD)) {
-			r = -EINVAL;
-			break;
-		}
-		v = emu_tsc(emu);
+	} else {
+		v = (emu_reg(emu, UC_X86_REG_RAX) & 0xffffffffull) | emu_reg(emu, UC_X86_REG_RDX)
+									     << 32;
+		r = cpu_msr_write(emu, msr, v);
+		*stop = emu->want_stop;
+	}
+	return r;
+}
+
+/* RDPMC: the vPMU's counter ECX names, at CPL 0 or with CR4.PCE set. */
+static int exec_rdpmc(struct emu *emu)
+{
+	uint64_t v = 0;
+	int r;
+
+	emu->st.rdpmc_exits++;
+	if ((emu->cpl && !(emu->cr4 & X86_CR4_PCE)) || !emu->pmu)
+		return -EINVAL;
+	r = vpmu_rdpmc(emu->pmu, (uint32_t) emu_reg(emu, UC_X86_REG_RCX), &v);
+	if (!r) {
 		emu_set_reg(emu, UC_X86_REG_RAX, v & 0xffffffffull);
 		emu_set_reg(emu, UC_X86_REG_RDX, v >> 32);
-		if (in->special == SP_RDTSCP)
-			emu_set_reg(emu, UC_X86_REG_RCX, 0);
-		break;
-	case SP_CPUID: {
-		uint32_t regs[4];
-
-		emu->st.cpuid_exits++;
-		cpu_cpuid_leaf(emu, (uint32_t) emu_reg(emu, UC_X86_REG_RAX),
-			       (uint32_t) emu_reg(emu, UC_X86_REG_RCX), regs);
-		emu_set_reg(emu, UC_X86_REG_RAX, regs[0]);
-		emu_set_reg(emu, UC_X86_REG_RBX, regs[1]);
-		emu_set_reg(emu, UC_X86_REG_RCX, regs[2]);
-		emu_set_reg(emu, UC_X86_REG_RDX, regs[3]);
-		break;
 	}
-	case SP_HLT:
-		if (emu->cpl) {
-			r = -EINVAL;
-			break;
-		}
-		emu->halted = true;
-		stop = true;
-		break;
-	case SP_INVLPG: {
-		struct vpmu_paging p = { emu->cr0, emu->cr3, emu->cr4, emu->efer };
-		uint64_t bad_gpa;
+	return r;
+}
 
-		if (emu->cpl) {
-			r = -EINVAL;
-			break;
-		}
-		v = count_data_address(emu, in);
-		if (mmu_check_identity_page(emu, v, &bad_gpa) < 0) {
-			identity_refused(emu, v & ~0xfffull, bad_gpa);
-			return 0;
-		}
-		mmu_resync(emu, &p, v);
-		if (mmu_maps_apic(emu, v)) {
-			/* Linux's fixmap: the page becomes MMIO, outside a run */
-			emu->apic_alias = v;
-			emu->native_once = in->addr;
-			emu_stop(emu, in->addr);
-			return SPECIAL_FAULT;
-		}
-		return SPECIAL_NATIVE;
-	}
-	case SP_MOV_TO_CR:
-		if (emu->cpl) {
-			r = -EINVAL;
-			break;
-		}
-		r = in->gpr < 0 ? -ENOENT
-				: mov_to_cr(emu, in->crn, emu_reg(emu, in->gpr) & gpr_mask(emu));
-		if (r == SPECIAL_NATIVE)
-			return emu->fatal ? SPECIAL_FAULT : SPECIAL_NATIVE;
-		stop = true;
-		break;
-	case SP_MOV_FROM_CR:
-		if (emu->cpl) {
-			r = -EINVAL;
-			break;
-		}
-		r = in->gpr < 0 ? -ENOENT : mov_from_cr(emu, in->crn, &v);
-		if (!r)
-			emu_set_reg(emu, in->gpr, v & gpr_mask(emu));
-		break;
-	default:
+/* RDTSC and RDTSCP: the guest's virtual clock, outside CPL 0 only without CR4.TSD. */
+static int exec_rdtsc(struct emu *emu, const struct insn *in)
+{
+	uint64_t v;
+
+	if (emu->cpl && (emu->cr4 & X86_CR4_TSD))
+		return -EINVAL;
+	v = emu_tsc(emu);
+	emu_set_reg(emu, UC_X86_REG_RAX, v & 0xffffffffull);
+	emu_set_reg(emu, UC_X86_REG_RDX, v >> 32);
+	if (in->special == SP_RDTSCP)
+		emu_set_reg(emu, UC_X86_REG_RCX, 0);
+	return 0;
+}
+
+static void exec_cpuid(struct emu *emu)
+{
+	uint32_t regs[4];
+
+	emu->st.cpuid_exits++;
+	cpu_cpuid_leaf(emu, (uint32_t) emu_reg(emu, UC_X86_REG_RAX),
+		       (uint32_t) emu_reg(emu, UC_X86_REG_RCX), regs);
+	emu_set_reg(emu, UC_X86_REG_RAX, regs[0]);
+	emu_set_reg(emu, UC_X86_REG_RBX, regs[1]);
+	emu_set_reg(emu, UC_X86_REG_RCX, regs[2]);
+	emu_set_reg(emu, UC_X86_REG_RDX, regs[3]);
+}
+
+/*
+ * INVLPG at CPL 0: the page checked against the window pages, then
+ * SPECIAL_NATIVE; SPECIAL_FAULT where the guest maps the local APIC page
+ * there (it becomes MMIO outside a run) or the emulator refuses the
+ * mapping.
+ */
+static int exec_invlpg(struct emu *emu, const struct insn *in)
+{
+	struct vpmu_paging p = { emu->cr0, emu->cr3, emu->cr4, emu->efer };
+	uint64_t v, bad_gpa;
+
+	v = count_data_address(emu, in);
+	if (mmu_check_identity_page(emu, v, &bad_gpa) < 0) {
+		identity_refused(emu, v & ~0xfffull, bad_gpa);
 		return SPECIAL_FAULT;
 	}
+	mmu_resync(emu, &p, v);
+	if (mmu_maps_apic(emu, v)) {
+		/* Linux's fixmap: the page becomes MMIO, outside a run */
+		emu->apic_alias = v;
+		emu->native_once = in->addr;
+		emu_stop(emu, in->addr);
+		return SPECIAL_FAULT;
+	}
+	return SPECIAL_NATIVE;
+}
+
+/* MOV from CR8 (the others Unicorn executes), at CPL 0 only. */
+static int exec_mov_from_cr(struct emu *emu, const struct insn *in)
+{
+	uint64_t v = 0;
+	int r;
+
+	if (emu->cpl)
+		return -EINVAL;
+	r = in->gpr < 0 ? -ENOENT : mov_from_cr(emu, in->crn, &v);
+	if (!r)
+		emu_set_reg(emu, in->gpr, v & gpr_mask(emu));
+	return r;
+}
+
+/*
+ * After an instruction the VMM executed, with result r: the exception it
+ * raises (#UD for -ENOENT, #GP for another error) or its counts fed to
+ * the vPMU and RIP past it, the run stopped there if asked.
+ */
+static int finish_special(struct emu *emu, const struct insn *in, int r, bool stop)
+{
+	uint64_t next = in->addr + in->len;
+	struct vpmu_exact_counts c;
+
 	if (emu->fatal) {
 		emu_stop(emu, in->addr);
 		return SPECIAL_FAULT;
@@ -545,17 +534,79 @@ int cpu_exec_special(struct emu *emu, const struct insn *in)
 		emu_raise(emu, GP, true, 0, in->addr);
 		return SPECIAL_FAULT;
 	}
-	{
-		struct vpmu_exact_counts c;
-
-		memset(&c, 0, sizeof(c));
-		insn_count(in, false, &c);
-		c.last_ip = in->addr;
-		emu_feed(emu, &c);
-	}
+	memset(&c, 0, sizeof(c));
+	insn_count(in, false, &c);
+	c.last_ip = in->addr;
+	emu_feed(emu, &c);
 	if (stop || emu->want_stop)
 		emu_stop(emu, next);
 	else
 		emu_set_reg(emu, UC_X86_REG_RIP, next);
 	return SPECIAL_DONE;
+}
+
+/*
+ * Execute special instruction `in`, which Unicorn is about to run:
+ * SPECIAL_DONE (emulated, RIP moved on or the run stopped after it),
+ * SPECIAL_NATIVE (checked; Unicorn runs it itself and it retires with its
+ * block) or SPECIAL_FAULT (an exception is raised instead).
+ */
+int cpu_exec_special(struct emu *emu, const struct insn *in)
+{
+	bool stop = false;
+	int r = 0;
+
+	emu_feed_flush(emu); /* the vPMU sees every count before the guest touches it */
+	if (in->addr == emu->native_once &&
+	    (in->special == SP_INVLPG || in->special == SP_MOV_TO_CR)) {
+		emu->native_once = 0;
+		return SPECIAL_NATIVE; /* looked at before the stop that let it run now */
+	}
+	switch (in->special) {
+	case SP_RDMSR:
+	case SP_WRMSR:
+		r = exec_msr(emu, in, &stop);
+		break;
+	case SP_RDPMC:
+		r = exec_rdpmc(emu);
+		break;
+	case SP_RDTSC:
+	case SP_RDTSCP:
+		r = exec_rdtsc(emu, in);
+		break;
+	case SP_CPUID:
+		exec_cpuid(emu);
+		break;
+	case SP_HLT:
+		if (emu->cpl) {
+			r = -EINVAL;
+			break;
+		}
+		emu->halted = true;
+		stop = true;
+		break;
+	case SP_INVLPG:
+		if (emu->cpl) {
+			r = -EINVAL;
+			break;
+		}
+		return exec_invlpg(emu, in);
+	case SP_MOV_TO_CR:
+		if (emu->cpl) {
+			r = -EINVAL;
+			break;
+		}
+		r = in->gpr < 0 ? -ENOENT
+				: mov_to_cr(emu, in->crn, emu_reg(emu, in->gpr) & gpr_mask(emu));
+		if (r == SPECIAL_NATIVE)
+			return emu->fatal ? SPECIAL_FAULT : SPECIAL_NATIVE;
+		stop = true;
+		break;
+	case SP_MOV_FROM_CR:
+		r = exec_mov_from_cr(emu, in);
+		break;
+	default:
+		return SPECIAL_FAULT;
+	}
+	return finish_special(emu, in, r, stop);
 }

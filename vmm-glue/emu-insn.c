@@ -88,12 +88,9 @@ static bool is_string(unsigned int id)
 	}
 }
 
-static void classify(const cs_insn *ci, bool cs64, struct insn *in)
+/* Jumps, calls, returns and far transfers (classify finds Jcc by Capstone's jump group) */
+static void classify_branch(const cs_x86 *x, unsigned int id, struct insn *in)
 {
-	const cs_x86 *x = &ci->detail->x86;
-	unsigned int id = ci->id;
-
-	in->opsize = cs64 ? 8 : 4;
 	switch (id) {
 	case X86_INS_JMP:
 		in->flags |= IC_BRANCH | IC_UNCOND;
@@ -139,6 +136,15 @@ static void classify(const cs_insn *ci, bool cs64, struct insn *in)
 	case X86_INS_JRCXZ:
 		in->flags |= IC_BRANCH | IC_COND;
 		break;
+	default:
+		break;
+	}
+}
+
+/* PUSH and POP, of flags too: a stack access at RSP */
+static void classify_stack(unsigned int id, struct insn *in)
+{
+	switch (id) {
 	case X86_INS_PUSH:
 	case X86_INS_PUSHF:
 	case X86_INS_PUSHFD:
@@ -157,6 +163,15 @@ static void classify(const cs_insn *ci, bool cs64, struct insn *in)
 		in->dla = DLA_POP;
 		in->special = SP_POPF;
 		break;
+	default:
+		break;
+	}
+}
+
+/* The instructions the VMM executes or looks at before Unicorn does (emu-cpu.c) */
+static void classify_special(unsigned int id, struct insn *in)
+{
+	switch (id) {
 	case X86_INS_RDMSR:
 		in->special = SP_RDMSR;
 		break;
@@ -187,12 +202,11 @@ static void classify(const cs_insn *ci, bool cs64, struct insn *in)
 	default:
 		break;
 	}
-	/* Jcc: every other member of the jump group */
-	if (!in->flags) {
-		for (unsigned int i = 0; i < ci->detail->groups_count; i++)
-			if (ci->detail->groups[i] == X86_GRP_JUMP)
-				in->flags |= IC_BRANCH | IC_COND;
-	}
+}
+
+/* MOV to a control register, MOV from CR8 */
+static void classify_mov_cr(const cs_x86 *x, unsigned int id, struct insn *in)
+{
 	if (id == X86_INS_MOV && x->op_count == 2 && x->operands[0].type == X86_OP_REG &&
 	    x->operands[1].type == X86_OP_REG) {
 		unsigned int a = x->operands[0].reg, b = x->operands[1].reg;
@@ -208,44 +222,48 @@ static void classify(const cs_insn *ci, bool cs64, struct insn *in)
 			in->gpr = insn_uc_reg(a);
 		}
 	}
-	if (is_string(id)) {
-		if (x->prefix[0] == X86_PREFIX_REP || x->prefix[0] == X86_PREFIX_REPNE)
-			in->flags |= IC_REP;
-		switch (id) {
-		case X86_INS_MOVSB:
-		case X86_INS_MOVSW:
-		case X86_INS_MOVSD:
-		case X86_INS_MOVSQ:
-			in->flags |= IC_LOAD | IC_STORE;
-			in->dla = DLA_RSI;
-			break;
-		case X86_INS_STOSB:
-		case X86_INS_STOSW:
-		case X86_INS_STOSD:
-		case X86_INS_STOSQ:
-		case X86_INS_INSB:
-		case X86_INS_INSW:
-		case X86_INS_INSD:
-			in->flags |= IC_STORE;
-			in->dla = DLA_RDI;
-			break;
-		case X86_INS_SCASB:
-		case X86_INS_SCASW:
-		case X86_INS_SCASD:
-		case X86_INS_SCASQ:
-			in->flags |= IC_LOAD;
-			in->dla = DLA_RDI;
-			break;
-		default:
-			in->flags |= IC_LOAD;
-			in->dla = DLA_RSI;
-			break;
-		}
-		return;
+}
+
+/* String instructions: REP, and the memory they access at RSI or RDI */
+static void classify_string(const cs_x86 *x, unsigned int id, struct insn *in)
+{
+	if (x->prefix[0] == X86_PREFIX_REP || x->prefix[0] == X86_PREFIX_REPNE)
+		in->flags |= IC_REP;
+	switch (id) {
+	case X86_INS_MOVSB:
+	case X86_INS_MOVSW:
+	case X86_INS_MOVSD:
+	case X86_INS_MOVSQ:
+		in->flags |= IC_LOAD | IC_STORE;
+		in->dla = DLA_RSI;
+		break;
+	case X86_INS_STOSB:
+	case X86_INS_STOSW:
+	case X86_INS_STOSD:
+	case X86_INS_STOSQ:
+	case X86_INS_INSB:
+	case X86_INS_INSW:
+	case X86_INS_INSD:
+		in->flags |= IC_STORE;
+		in->dla = DLA_RDI;
+		break;
+	case X86_INS_SCASB:
+	case X86_INS_SCASW:
+	case X86_INS_SCASD:
+	case X86_INS_SCASQ:
+		in->flags |= IC_LOAD;
+		in->dla = DLA_RDI;
+		break;
+	default:
+		in->flags |= IC_LOAD;
+		in->dla = DLA_RSI;
+		break;
 	}
-	if (id == X86_INS_LEA || id == X86_INS_NOP ||
-	    (in->flags & IC_BRANCH && !(in->flags & IC_IND)))
-		return;
+}
+
+/* Loads and stores through memory operands; the first one's address for DLA_MODRM */
+static void classify_mem_operands(const cs_x86 *x, struct insn *in)
+{
 	for (unsigned int i = 0; i < x->op_count; i++) {
 		const cs_x86_op *op = &x->operands[i];
 
@@ -265,6 +283,32 @@ static void classify(const cs_insn *ci, bool cs64, struct insn *in)
 			in->disp = op->mem.disp;
 		}
 	}
+}
+
+static void classify(const cs_insn *ci, bool cs64, struct insn *in)
+{
+	const cs_x86 *x = &ci->detail->x86;
+	unsigned int id = ci->id;
+
+	in->opsize = cs64 ? 8 : 4;
+	classify_branch(x, id, in);
+	classify_stack(id, in);
+	classify_special(id, in);
+	/* Jcc: every other member of the jump group */
+	if (!in->flags) {
+		for (unsigned int i = 0; i < ci->detail->groups_count; i++)
+			if (ci->detail->groups[i] == X86_GRP_JUMP)
+				in->flags |= IC_BRANCH | IC_COND;
+	}
+	classify_mov_cr(x, id, in);
+	if (is_string(id)) {
+		classify_string(x, id, in);
+		return;
+	}
+	if (id == X86_INS_LEA || id == X86_INS_NOP ||
+	    (in->flags & IC_BRANCH && !(in->flags & IC_IND)))
+		return;
+	classify_mem_operands(x, in);
 }
 
 int insn_decode(struct emu *emu, uint64_t addr, bool cs64, struct insn *ret)

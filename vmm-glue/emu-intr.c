@@ -124,14 +124,20 @@ int intr_enter_ring0(struct emu *emu, uint16_t sel)
 	return 0;
 }
 
-int intr_deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip)
+/* An interrupt or trap gate and its handler's code segment, as the IDT gives them */
+struct gate {
+	unsigned int type, ist, dpl;
+	uint16_t sel;
+	uint64_t handler;
+};
+
+/* The gate for `vector`: -EFAULT where delivery through it is not possible here. */
+static int read_gate(struct emu *emu, unsigned int vector, bool lm, struct gate *ret)
 {
-	bool lm = emu->efer & EFER_LMA;
-	unsigned int gate_size = lm ? 16 : 8, type, ist, dpl, wsz = lm ? 8 : 4, n = 0;
-	uint64_t gate[2] = { 0, 0 }, desc, handler, rsp, rflags, frame[6];
-	uint16_t sel, cs, ss;
-	uc_x86_mmr idtr, tr;
-	uint8_t buf[48];
+	unsigned int gate_size = lm ? 16 : 8;
+	uint64_t gate[2] = { 0, 0 }, desc;
+	uc_x86_mmr idtr;
+	struct gate g;
 
 	if (uc_reg_read(emu->uc, UC_X86_REG_IDTR, &idtr) != UC_ERR_OK)
 		return -EFAULT;
@@ -139,88 +145,94 @@ int intr_deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t er
 		return -EFAULT;
 	if (mmu_read(emu, idtr.base + (uint64_t) vector * gate_size, gate, gate_size) < 0)
 		return -EFAULT;
-	type = (unsigned int) (gate[0] >> 40 & 0xf);
-	if (!(gate[0] >> 47 & 1) || (type != 0xe && type != 0xf))
+	g.type = (unsigned int) (gate[0] >> 40 & 0xf);
+	if (!(gate[0] >> 47 & 1) || (g.type != 0xe && g.type != 0xf))
 		return -EFAULT;
-	sel = (uint16_t) (gate[0] >> 16);
-	handler = (gate[0] & 0xffff) | (gate[0] >> 32 & 0xffff0000ull);
+	g.sel = (uint16_t) (gate[0] >> 16);
+	g.handler = (gate[0] & 0xffff) | (gate[0] >> 32 & 0xffff0000ull);
 	if (lm)
-		handler |= gate[1] << 32;
-	ist = lm ? (unsigned int) (gate[0] >> 32 & 7) : 0;
-	if (read_desc(emu, sel, &desc) < 0 || !(desc >> 47 & 1) || !(desc >> 43 & 1))
+		g.handler |= gate[1] << 32;
+	g.ist = lm ? (unsigned int) (gate[0] >> 32 & 7) : 0;
+	if (read_desc(emu, g.sel, &desc) < 0 || !(desc >> 47 & 1) || !(desc >> 43 & 1))
 		return -EFAULT;
-	dpl = (unsigned int) (desc >> 45 & 3);
-	if (dpl > emu->cpl)
+	g.dpl = (unsigned int) (desc >> 45 & 3);
+	if (g.dpl > emu->cpl)
 		return -EFAULT;
+	*ret = g;
+	return 0;
+}
 
-	cs = (uint16_t) emu_reg(emu, UC_X86_REG_CS);
-	ss = (uint16_t) emu_reg(emu, UC_X86_REG_SS);
-	rsp = emu_reg(emu, UC_X86_REG_RSP);
-	rflags = emu_reg(emu, UC_X86_REG_RFLAGS);
-	if (!lm)
-		rsp &= 0xffffffffull;
+/*
+ * The stack the frame goes on, in *rsp: the TSS's on a privilege change
+ * or through an IST gate. The old SS:RSP, where the frame holds them,
+ * go into frame[*n...].
+ */
+static int switch_stack(struct emu *emu, bool lm, const struct gate *g, uint16_t ss, uint64_t *rsp,
+			uint64_t *frame, unsigned int *n)
+{
+	uc_x86_mmr tr;
 
-	if (dpl < emu->cpl || ist) {
+	if (g->dpl < emu->cpl || g->ist) {
 		if (uc_reg_read(emu->uc, UC_X86_REG_TR, &tr) != UC_ERR_OK)
 			return -EFAULT;
 		if (lm) {
-			uint64_t off = ist ? 0x24 + 8 * (ist - 1) : 4 + 8 * dpl, v;
+			uint64_t off = g->ist ? 0x24 + 8 * (g->ist - 1) : 4 + 8 * g->dpl, v;
 
 			if (mmu_read(emu, tr.base + off, &v, 8) < 0)
 				return -EFAULT;
-			if (dpl < emu->cpl) {
+			if (g->dpl < emu->cpl) {
 				/* only ring 0 has a gate into it here: 1 and 2 are not used */
-				if (dpl != 0 || intr_enter_ring0(emu, sel) < 0)
+				if (g->dpl != 0 || intr_enter_ring0(emu, g->sel) < 0)
 					return -EFAULT;
-				emu_set_reg(emu, UC_X86_REG_SS, dpl); /* null SS, RPL = new CPL */
+				emu_set_reg(emu, UC_X86_REG_SS,
+					    g->dpl); /* null SS, RPL = new CPL */
 			}
 			/* the old stack goes in the frame below */
-			frame[n++] = ss;
-			frame[n++] = rsp;
-			rsp = v;
+			frame[(*n)++] = ss;
+			frame[(*n)++] = *rsp;
+			*rsp = v;
 		} else {
 			uint32_t esp;
 			uint16_t nss;
 
-			if (mmu_read(emu, tr.base + 4 + 8 * dpl, &esp, 4) < 0 ||
-			    mmu_read(emu, tr.base + 8 + 8 * dpl, &nss, 2) < 0)
+			if (mmu_read(emu, tr.base + 4 + 8 * g->dpl, &esp, 4) < 0 ||
+			    mmu_read(emu, tr.base + 8 + 8 * g->dpl, &nss, 2) < 0)
 				return -EFAULT;
-			frame[n++] = ss;
-			frame[n++] = rsp;
+			frame[(*n)++] = ss;
+			frame[(*n)++] = *rsp;
 			if (load_seg(emu, UC_X86_REG_SS, nss) < 0)
 				return -EFAULT;
-			rsp = esp;
+			*rsp = esp;
 		}
 	} else if (lm) {
-		frame[n++] = ss;
-		frame[n++] = rsp;
+		frame[(*n)++] = ss;
+		frame[(*n)++] = *rsp;
 	}
-	if (lm)
-		rsp &= ~15ull;
-	frame[n++] = rflags;
-	frame[n++] = cs;
-	frame[n++] = rip;
-	if (has_err)
-		frame[n++] = err;
-	rsp -= (uint64_t) n * wsz;
+	return 0;
+}
+
+/* Push frame[0..n) (in push order) below *rsp, which moves down over it. */
+static int push_frame(struct emu *emu, bool lm, const uint64_t *frame, unsigned int n,
+		      uint64_t *rsp)
+{
+	unsigned int wsz = lm ? 8 : 4;
+	uint8_t buf[48];
+
+	*rsp -= (uint64_t) n * wsz;
 	/* lowest address first: reverse push order */
 	for (unsigned int i = 0; i < n; i++) {
 		uint64_t v = frame[n - 1 - i];
 
 		memcpy(buf + i * wsz, &v, wsz);
 	}
-	if (mmu_write(emu, lm ? rsp : rsp & 0xffffffffull, buf, (size_t) n * wsz) < 0)
+	if (mmu_write(emu, lm ? *rsp : *rsp & 0xffffffffull, buf, (size_t) n * wsz) < 0)
 		return -EFAULT;
+	return 0;
+}
 
-	if (sel != cs && load_seg(emu, UC_X86_REG_CS, sel) < 0)
-		return -EFAULT;
-	rflags &= ~(RFLAGS_TF | RFLAGS_NT | RFLAGS_RF | RFLAGS_VM);
-	if (type == 0xe)
-		rflags &= ~RFLAGS_IF;
-	emu_set_reg(emu, UC_X86_REG_RFLAGS, rflags);
-	emu_set_reg(emu, UC_X86_REG_RSP, rsp);
-	emu_set_reg(emu, UC_X86_REG_RIP, handler);
-	emu->resume_rip = handler;
+/* The delivery as an LBR record, where the LBRs are on. */
+static void lbr_note_delivery(struct emu *emu, uint64_t rip, uint64_t handler)
+{
 	if (emu->pmu && vpmu_lbr_active(emu->pmu)) {
 		/* INT n is a branch: FROM is the instruction, not the return address */
 		uint64_t from =
@@ -230,7 +242,49 @@ int intr_deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t er
 		emu->lbr_cycles = 0;
 	}
 	emu->lbr_int_from = 0;
-	emu->cpl = dpl;
+}
+
+int intr_deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip)
+{
+	bool lm = emu->efer & EFER_LMA;
+	uint64_t rsp, rflags, frame[6];
+	unsigned int n = 0;
+	uint16_t cs, ss;
+	struct gate g;
+
+	if (read_gate(emu, vector, lm, &g) < 0)
+		return -EFAULT;
+
+	cs = (uint16_t) emu_reg(emu, UC_X86_REG_CS);
+	ss = (uint16_t) emu_reg(emu, UC_X86_REG_SS);
+	rsp = emu_reg(emu, UC_X86_REG_RSP);
+	rflags = emu_reg(emu, UC_X86_REG_RFLAGS);
+	if (!lm)
+		rsp &= 0xffffffffull;
+
+	if (switch_stack(emu, lm, &g, ss, &rsp, frame, &n) < 0)
+		return -EFAULT;
+	if (lm)
+		rsp &= ~15ull;
+	frame[n++] = rflags;
+	frame[n++] = cs;
+	frame[n++] = rip;
+	if (has_err)
+		frame[n++] = err;
+	if (push_frame(emu, lm, frame, n, &rsp) < 0)
+		return -EFAULT;
+
+	if (g.sel != cs && load_seg(emu, UC_X86_REG_CS, g.sel) < 0)
+		return -EFAULT;
+	rflags &= ~(RFLAGS_TF | RFLAGS_NT | RFLAGS_RF | RFLAGS_VM);
+	if (g.type == 0xe)
+		rflags &= ~RFLAGS_IF;
+	emu_set_reg(emu, UC_X86_REG_RFLAGS, rflags);
+	emu_set_reg(emu, UC_X86_REG_RSP, rsp);
+	emu_set_reg(emu, UC_X86_REG_RIP, g.handler);
+	emu->resume_rip = g.handler;
+	lbr_note_delivery(emu, rip, g.handler);
+	emu->cpl = g.dpl;
 	emu_refresh_mode(emu);
 	return 0;
 }

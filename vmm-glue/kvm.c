@@ -344,18 +344,8 @@ static int cpu_init(struct kvm_vm *vm, unsigned int i, const struct kvm_cpuid2 *
 	return misc_enable_patch(c, err, errlen);
 }
 
-int kvm_vm_new(const struct kvm_vm_config *cfg, struct kvm_vm **ret, char *err, size_t errlen)
+static int check_vm_config(const struct kvm_vm_config *cfg, char *err, size_t errlen)
 {
-	struct kvm_vm *vm;
-	struct kvm_userspace_memory_region mem;
-	struct kvm_enable_cap cap = { .cap = KVM_CAP_X86_USER_SPACE_MSR };
-	struct kvm_cpuid2 *supported = NULL;
-	uint32_t msrs[4096];
-	uint64_t ident = IDENTITY_MAP_ADDR;
-	struct sigaction sa;
-	size_t nmsrs;
-	int r;
-
 	if (!cfg->mem_size || cfg->mem_size & 0xfff || cfg->mem_size > RAM_LIMIT) {
 		snprintf(err, errlen, "RAM size must be a multiple of 4 KiB up to 3 GiB under KVM");
 		return -EINVAL;
@@ -364,6 +354,117 @@ int kvm_vm_new(const struct kvm_vm_config *cfg, struct kvm_vm **ret, char *err, 
 		snprintf(err, errlen, "--smp %u: use 1 to %u", cfg->smp, KVM_VM_MAX_VCPUS);
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/* /dev/kvm, the VM, and what a VM needs before it has memory: TSS, identity map, irqchip */
+static int vm_create(struct kvm_vm *vm, char *err, size_t errlen)
+{
+	uint64_t ident = IDENTITY_MAP_ADDR;
+
+	vm->kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (vm->kvm < 0)
+		return set_err(err, errlen, -errno, "/dev/kvm");
+	vm->fd = ioctl(vm->kvm, KVM_CREATE_VM, 0);
+	if (vm->fd < 0)
+		return set_err(err, errlen, -errno, "KVM_CREATE_VM");
+	vm->run_size = (size_t) ioctl(vm->kvm, KVM_GET_VCPU_MMAP_SIZE, 0);
+	if (ioctl(vm->fd, KVM_SET_TSS_ADDR, (unsigned long) TSS_ADDR) < 0 ||
+	    ioctl(vm->fd, KVM_SET_IDENTITY_MAP_ADDR, &ident) < 0 ||
+	    ioctl(vm->fd, KVM_CREATE_IRQCHIP, 0) < 0)
+		return set_err(err, errlen, -errno,
+			       "setting up the VM (TSS, identity map, irqchip)");
+	return 0;
+}
+
+/* Guest RAM: anonymous memory as memory slot 0, from guest-physical 0. */
+static int ram_init(struct kvm_vm *vm, char *err, size_t errlen)
+{
+	struct kvm_userspace_memory_region mem;
+
+	vm->ram_size = vm->cfg.mem_size;
+	vm->ram = mmap(NULL, vm->ram_size, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (vm->ram == MAP_FAILED) {
+		vm->ram = NULL;
+		return set_err(err, errlen, -errno, "guest RAM");
+	}
+	mem = (struct kvm_userspace_memory_region){ .slot = 0,
+						    .guest_phys_addr = 0,
+						    .memory_size = vm->ram_size,
+						    .userspace_addr =
+							    (uint64_t) (uintptr_t) vm->ram };
+	if (ioctl(vm->fd, KVM_SET_USER_MEMORY_REGION, &mem) < 0)
+		return set_err(err, errlen, -errno, "KVM_SET_USER_MEMORY_REGION");
+	return 0;
+}
+
+/* Every vCPU, from KVM's supported CPUID; vm->nr_cpus counts those to free. */
+static int cpus_init(struct kvm_vm *vm, char *err, size_t errlen)
+{
+	struct kvm_cpuid2 *supported;
+	int r = 0;
+
+	supported = calloc(1, sizeof(*supported) + 256 * sizeof(supported->entries[0]));
+	if (!supported) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	supported->nent = 256;
+	if (ioctl(vm->kvm, KVM_GET_SUPPORTED_CPUID, supported) < 0) {
+		r = set_err(err, errlen, -errno, "KVM_GET_SUPPORTED_CPUID");
+		goto out;
+	}
+	for (unsigned int i = 0; i < vm->cfg.smp; i++) {
+		r = cpu_init(vm, i, supported, err, errlen);
+		vm->nr_cpus = i + 1;
+		if (r < 0)
+			goto out;
+	}
+out:
+	free(supported);
+	return r;
+}
+
+/* every PMU MSR of the model to userspace, nothing else (vCPU 0 lists the model's) */
+static int msr_filter_init(struct kvm_vm *vm, char *err, size_t errlen)
+{
+	struct kvm_enable_cap cap = { .cap = KVM_CAP_X86_USER_SPACE_MSR };
+	uint32_t msrs[4096];
+	size_t nmsrs;
+	int r;
+
+	nmsrs = vpmu_msr_list(vm->cpus[0].pmu, msrs, sizeof(msrs) / sizeof(msrs[0]));
+	r = kvm_msr_filter_build(msrs, nmsrs, &vm->filter);
+	if (r < 0)
+		return set_err(err, errlen, r, "building the MSR filter");
+	cap.args[0] = KVM_MSR_EXIT_REASON_FILTER;
+	if (ioctl(vm->fd, KVM_ENABLE_CAP, &cap) < 0 ||
+	    ioctl(vm->fd, KVM_X86_SET_MSR_FILTER, &vm->filter.filter) < 0)
+		return set_err(err, errlen, -errno, "routing PMU MSRs to userspace (MSR filter)");
+	return 0;
+}
+
+/* The signals that only make KVM_RUN return: the kick, and the vPMU's own if it has one. */
+static void kick_signals_init(const struct kvm_vm_config *cfg)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = kick_handler;
+	sigaction(KICK_SIGNAL, &sa, NULL);
+	if (cfg->signo)
+		sigaction(cfg->signo, &sa, NULL);
+}
+
+int kvm_vm_new(const struct kvm_vm_config *cfg, struct kvm_vm **ret, char *err, size_t errlen)
+{
+	struct kvm_vm *vm;
+	int r;
+
+	r = check_vm_config(cfg, err, errlen);
+	if (r < 0)
+		return r;
 	r = kvm_probe(err, errlen);
 	if (r < 0)
 		return r;
@@ -375,84 +476,24 @@ int kvm_vm_new(const struct kvm_vm_config *cfg, struct kvm_vm **ret, char *err, 
 	vm->cfg = *cfg;
 	vm->fd = -1;
 	pthread_mutex_init(&vm->lock, NULL);
-	vm->kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-	if (vm->kvm < 0) {
-		r = set_err(err, errlen, -errno, "/dev/kvm");
+	r = vm_create(vm, err, errlen);
+	if (r < 0)
 		goto fail;
-	}
-	vm->fd = ioctl(vm->kvm, KVM_CREATE_VM, 0);
-	if (vm->fd < 0) {
-		r = set_err(err, errlen, -errno, "KVM_CREATE_VM");
+	r = ram_init(vm, err, errlen);
+	if (r < 0)
 		goto fail;
-	}
-	vm->run_size = (size_t) ioctl(vm->kvm, KVM_GET_VCPU_MMAP_SIZE, 0);
-	if (ioctl(vm->fd, KVM_SET_TSS_ADDR, (unsigned long) TSS_ADDR) < 0 ||
-	    ioctl(vm->fd, KVM_SET_IDENTITY_MAP_ADDR, &ident) < 0 ||
-	    ioctl(vm->fd, KVM_CREATE_IRQCHIP, 0) < 0) {
-		r = set_err(err, errlen, -errno, "setting up the VM (TSS, identity map, irqchip)");
-		goto fail;
-	}
-	vm->ram_size = cfg->mem_size;
-	vm->ram = mmap(NULL, vm->ram_size, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (vm->ram == MAP_FAILED) {
-		vm->ram = NULL;
-		r = set_err(err, errlen, -errno, "guest RAM");
-		goto fail;
-	}
-	mem = (struct kvm_userspace_memory_region){ .slot = 0,
-						    .guest_phys_addr = 0,
-						    .memory_size = vm->ram_size,
-						    .userspace_addr =
-							    (uint64_t) (uintptr_t) vm->ram };
-	if (ioctl(vm->fd, KVM_SET_USER_MEMORY_REGION, &mem) < 0) {
-		r = set_err(err, errlen, -errno, "KVM_SET_USER_MEMORY_REGION");
-		goto fail;
-	}
 	platform_init(&vm->plat, cfg->serial_out, vm->ram_size, (uint16_t) cfg->smp);
 	platform_set_irq(&vm->plat, irq_line, vm);
-
-	supported = calloc(1, sizeof(*supported) + 256 * sizeof(supported->entries[0]));
-	if (!supported) {
-		r = -ENOMEM;
-		snprintf(err, errlen, "out of memory");
+	r = cpus_init(vm, err, errlen);
+	if (r < 0)
 		goto fail;
-	}
-	supported->nent = 256;
-	if (ioctl(vm->kvm, KVM_GET_SUPPORTED_CPUID, supported) < 0) {
-		r = set_err(err, errlen, -errno, "KVM_GET_SUPPORTED_CPUID");
+	r = msr_filter_init(vm, err, errlen);
+	if (r < 0)
 		goto fail;
-	}
-	for (unsigned int i = 0; i < cfg->smp; i++) {
-		r = cpu_init(vm, i, supported, err, errlen);
-		vm->nr_cpus = i + 1;
-		if (r < 0)
-			goto fail;
-	}
-
-	/* every PMU MSR of the model to userspace, nothing else (vCPU 0 lists the model's) */
-	nmsrs = vpmu_msr_list(vm->cpus[0].pmu, msrs, sizeof(msrs) / sizeof(msrs[0]));
-	r = kvm_msr_filter_build(msrs, nmsrs, &vm->filter);
-	if (r < 0) {
-		set_err(err, errlen, r, "building the MSR filter");
-		goto fail;
-	}
-	cap.args[0] = KVM_MSR_EXIT_REASON_FILTER;
-	if (ioctl(vm->fd, KVM_ENABLE_CAP, &cap) < 0 ||
-	    ioctl(vm->fd, KVM_X86_SET_MSR_FILTER, &vm->filter.filter) < 0) {
-		r = set_err(err, errlen, -errno, "routing PMU MSRs to userspace (MSR filter)");
-		goto fail;
-	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = kick_handler;
-	sigaction(KICK_SIGNAL, &sa, NULL);
-	if (cfg->signo)
-		sigaction(cfg->signo, &sa, NULL);
-	free(supported);
+	kick_signals_init(cfg);
 	*ret = vm;
 	return 0;
 fail:
-	free(supported);
 	kvm_vm_free(vm);
 	return r;
 }
