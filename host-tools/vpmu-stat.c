@@ -389,30 +389,27 @@ static int check_peer(int fd, const char *path)
 	return 0;
 }
 
-static int fetch(struct vm *vm)
+/*
+ * A connected socket to the stats endpoint at `path` in *ret_fd. On a Unix
+ * socket EAGAIN is not "in progress": the server's backlog is full and
+ * nothing connected. A busy VMM catches up: retry until the deadline.
+ */
+static int connect_stats(const char *path, double deadline, int *ret_fd)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	double deadline = now_s() + REPLY_MS / 1000.0;
-	size_t cap = 0, len = 0;
-	char *buf = NULL;
-	int fd, r = 0;
+	int fd, r;
 
-	if (strlen(vm->path) >= sizeof(sa.sun_path)) {
+	if (strlen(path) >= sizeof(sa.sun_path)) {
 		snprintf(errline, sizeof(errline), "%s: socket path too long (at most %zu bytes)",
-			 vm->path, sizeof(sa.sun_path) - 1);
+			 path, sizeof(sa.sun_path) - 1);
 		return -ENAMETOOLONG;
 	}
-	memcpy(sa.sun_path, vm->path, strlen(vm->path) + 1);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
 		snprintf(errline, sizeof(errline), "socket: %s", strerror(errno));
 		return -errno;
 	}
-	/*
-	 * On a Unix socket EAGAIN is not "in progress": the server's backlog
-	 * is full and nothing connected. A busy VMM catches up: retry until
-	 * the deadline.
-	 */
 	while (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
 		if (errno == EAGAIN && now_s() < deadline) {
 			poll(NULL, 0, 10);
@@ -422,12 +419,24 @@ static int fetch(struct vm *vm)
 		snprintf(errline, sizeof(errline),
 			 "cannot connect to %s: %s (is a VMM running with "
 			 "--stats %s, as this user?)",
-			 vm->path, strerror(errno), vm->path);
-		goto out;
+			 path, strerror(errno), path);
+		close(fd);
+		return r;
 	}
-	r = check_peer(fd, vm->path);
-	if (r < 0)
-		goto out;
+	*ret_fd = fd;
+	return 0;
+}
+
+/*
+ * Everything the server sends until it closes, by the deadline and within
+ * REPLY_MAX. The buffer has a byte to spare for the terminating NUL.
+ */
+static int read_reply(int fd, const char *path, double deadline, char **ret_buf, size_t *ret_len)
+{
+	size_t cap = 0, len = 0;
+	char *buf = NULL;
+	int r;
+
 	for (;;) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		double left = deadline - now_s();
@@ -438,8 +447,8 @@ static int fetch(struct vm *vm)
 			snprintf(errline, sizeof(errline),
 				 "%s: no snapshot within %u ms: the VMM is not "
 				 "serving stats (stuck?)",
-				 vm->path, REPLY_MS);
-			goto out;
+				 path, REPLY_MS);
+			goto fail;
 		}
 		if (len + 4096 > cap) {
 			char *nb;
@@ -447,16 +456,16 @@ static int fetch(struct vm *vm)
 			if (cap >= REPLY_MAX) {
 				r = -EFBIG;
 				snprintf(errline, sizeof(errline),
-					 "%s: malformed reply: more than %u bytes", vm->path,
+					 "%s: malformed reply: more than %u bytes", path,
 					 REPLY_MAX);
-				goto out;
+				goto fail;
 			}
 			cap = cap ? cap * 2 : 65536;
 			nb = realloc(buf, cap);
 			if (!nb) {
 				r = -ENOMEM;
 				snprintf(errline, sizeof(errline), "out of memory");
-				goto out;
+				goto fail;
 			}
 			buf = nb;
 		}
@@ -467,19 +476,27 @@ static int fetch(struct vm *vm)
 			if (errno == EAGAIN || errno == EINTR)
 				continue;
 			r = -errno;
-			snprintf(errline, sizeof(errline), "%s: read: %s", vm->path,
-				 strerror(errno));
-			goto out;
+			snprintf(errline, sizeof(errline), "%s: read: %s", path, strerror(errno));
+			goto fail;
 		}
 		len += (size_t) n;
 	}
+	*ret_buf = buf;
+	*ret_len = len;
+	return 0;
+fail:
+	free(buf);
+	return r;
+}
+
+static int check_reply(const char *path, const char *buf, size_t len)
+{
 	if (!len) {
-		r = -EBADMSG;
 		snprintf(errline, sizeof(errline),
 			 "%s: the server closed without a snapshot (refused: "
 			 "another user's VMM?)",
-			 vm->path);
-		goto out;
+			 path);
+		return -EBADMSG;
 	}
 	/*
 	 * vpmu_stats_to_json() writes printable ASCII and escapes the rest:
@@ -489,14 +506,36 @@ static int fetch(struct vm *vm)
 		unsigned char c = (unsigned char) buf[i];
 
 		if ((c < 0x20 && c != '\n' && c != '\r' && c != '\t') || c >= 0x7f) {
-			r = -EBADMSG;
 			snprintf(errline, sizeof(errline),
 				 "%s: malformed reply: byte 0x%02x at offset %zu (a snapshot is "
 				 "printable ASCII)",
-				 esc_path(vm->path), c, i);
-			goto out;
+				 esc_path(path), c, i);
+			return -EBADMSG;
 		}
 	}
+	return 0;
+}
+
+/* One snapshot from vm->path into vm->text; errline says why not. */
+static int fetch(struct vm *vm)
+{
+	double deadline = now_s() + REPLY_MS / 1000.0;
+	size_t len = 0;
+	char *buf = NULL;
+	int fd = -1, r;
+
+	r = connect_stats(vm->path, deadline, &fd);
+	if (r < 0)
+		return r;
+	r = check_peer(fd, vm->path);
+	if (r < 0)
+		goto out;
+	r = read_reply(fd, vm->path, deadline, &buf, &len);
+	if (r < 0)
+		goto out;
+	r = check_reply(vm->path, buf, len);
+	if (r < 0)
+		goto out;
 	buf[len] = '\0';
 	vm->when = now_s();
 	free(vm->text);
