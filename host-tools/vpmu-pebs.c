@@ -103,22 +103,10 @@ static size_t read_n(FILE *f, uint8_t *buf, size_t n)
 	return got;
 }
 
-/*
- * The dump, header first: its fixed part is read and checked (magic,
- * version, sizes within VPMU_PEBS_DUMP_MAX_*) before anything else, then
- * exactly the bytes it declares, which must be all the file holds. So a
- * file that is no dump (/dev/zero, a disk image) costs one header read,
- * and a hostile header at most the declared limit. Returns NULL after
- * printing the one error line.
- */
-static uint8_t *read_dump(const char *path, size_t *ret_len)
+/* The file opened, its type and size in *ret_st; NULL after the error line. */
+static FILE *open_dump(const char *path, struct stat *ret_st)
 {
-	const size_t fixed = sizeof(struct vpmu_pebs_dump_header);
-	uint8_t hdr[sizeof(struct vpmu_pebs_dump_header)], *buf = NULL;
-	uint32_t version, header_size;
-	uint64_t records_len;
 	struct stat st;
-	size_t got, total, cap;
 	FILE *f = fopen(path, "rb");
 
 	if (!f) {
@@ -133,26 +121,36 @@ static uint8_t *read_dump(const char *path, size_t *ret_len)
 		fprintf(stderr, "%s: %s is a directory, not a PEBS dump\n", prog, path);
 		goto fail;
 	}
-	got = read_n(f, hdr, fixed);
-	if (ferror(f)) {
-		fprintf(stderr, "%s: cannot read %s: %s\n", prog, path, strerror(errno));
-		goto fail;
-	}
-	if (got < fixed) {
-		fprintf(stderr, "%s: %s: %zu bytes, shorter than the %zu-byte dump header\n", prog,
-			path, got, fixed);
-		goto fail;
-	}
+	*ret_st = st;
+	return f;
+fail:
+	fclose(f);
+	return NULL;
+}
+
+/*
+ * The fixed part of the header, checked: magic, version, sizes within
+ * VPMU_PEBS_DUMP_MAX_*, and for a regular file the size it declares. The
+ * dump's whole size in *ret_total; -1 after the error line.
+ */
+static int check_header(const char *path, const struct stat *st, const uint8_t *hdr,
+			size_t *ret_total)
+{
+	const size_t fixed = sizeof(struct vpmu_pebs_dump_header);
+	uint32_t version, header_size;
+	uint64_t records_len;
+	size_t total;
+
 	if (memcmp(hdr + HDR(magic), VPMU_PEBS_DUMP_MAGIC, 8)) {
 		fprintf(stderr, "%s: %s: not a PEBS dump (no %s magic)\n", prog, path,
 			VPMU_PEBS_DUMP_MAGIC);
-		goto fail;
+		return -1;
 	}
 	version = le32(hdr + HDR(version));
 	if (version != VPMU_PEBS_DUMP_VERSION) {
 		fprintf(stderr, "%s: %s: dump version %" PRIu32 ", this tool reads version %d\n",
 			prog, path, version, VPMU_PEBS_DUMP_VERSION);
-		goto fail;
+		return -1;
 	}
 	header_size = le32(hdr + HDR(header_size));
 	if (header_size < fixed || header_size > VPMU_PEBS_DUMP_MAX_HEADER) {
@@ -160,7 +158,7 @@ static uint8_t *read_dump(const char *path, size_t *ret_len)
 			"%s: %s: impossible header size %" PRIu32
 			" (a header has %zu to %u bytes)\n",
 			prog, path, header_size, fixed, VPMU_PEBS_DUMP_MAX_HEADER);
-		goto fail;
+		return -1;
 	}
 	records_len = le64(hdr + HDR(records_len));
 	if (records_len > VPMU_PEBS_DUMP_MAX_RECORDS) {
@@ -168,25 +166,61 @@ static uint8_t *read_dump(const char *path, size_t *ret_len)
 			"%s: %s: header says %" PRIu64 " bytes of records, more than a dump holds "
 			"(%llu MiB): damaged\n",
 			prog, path, records_len, VPMU_PEBS_DUMP_MAX_RECORDS >> 20);
-		goto fail;
+		return -1;
 	}
 	total = header_size + (size_t) records_len;
-	if (S_ISREG(st.st_mode) && (uint64_t) st.st_size != total) {
+	if (S_ISREG(st->st_mode) && (uint64_t) st->st_size != total) {
 		fprintf(stderr,
 			"%s: %s: header says %" PRIu64 " bytes of records, the file has %lld after "
 			"the header (truncated or damaged)\n",
-			prog, path, records_len, (long long) st.st_size - (long long) header_size);
-		goto fail;
+			prog, path, records_len, (long long) st->st_size - (long long) header_size);
+		return -1;
 	}
+	*ret_total = total;
+	return 0;
+}
+
+/* The fixed part of the header into hdr, then check_header(); -1 after the error line. */
+static int read_header(FILE *f, const char *path, const struct stat *st, uint8_t *hdr,
+		       size_t *ret_total)
+{
+	const size_t fixed = sizeof(struct vpmu_pebs_dump_header);
+	size_t got = read_n(f, hdr, fixed);
+
+	if (ferror(f)) {
+		fprintf(stderr, "%s: cannot read %s: %s\n", prog, path, strerror(errno));
+		return -1;
+	}
+	if (got < fixed) {
+		fprintf(stderr, "%s: %s: %zu bytes, shorter than the %zu-byte dump header\n", prog,
+			path, got, fixed);
+		return -1;
+	}
+	return check_header(path, st, hdr, ret_total);
+}
+
+/*
+ * The whole dump, `total` bytes: the header already read into hdr, then
+ * the rest of the file, which must be exactly that. NULL after the error
+ * line.
+ */
+static uint8_t *read_rest(FILE *f, const char *path, const struct stat *st, const uint8_t *hdr,
+			  size_t total)
+{
+	const size_t fixed = sizeof(struct vpmu_pebs_dump_header);
+	uint64_t records_len = le64(hdr + HDR(records_len));
+	uint8_t *buf;
+	size_t got, cap;
+
 	/*
 	 * A regular file has the size the header says; from a pipe or a
 	 * device the buffer grows with what really comes, never past `total`.
 	 */
-	cap = S_ISREG(st.st_mode) || total < 65536 ? total : 65536;
+	cap = S_ISREG(st->st_mode) || total < 65536 ? total : 65536;
 	buf = malloc(cap);
 	if (!buf) {
 		fprintf(stderr, "%s: %s: out of memory for %zu bytes\n", prog, path, cap);
-		goto fail;
+		return NULL;
 	}
 	memcpy(buf, hdr, fixed);
 	got = fixed;
@@ -223,13 +257,35 @@ static uint8_t *read_dump(const char *path, size_t *ret_len)
 			prog, path, records_len, got < total ? "fewer" : "more");
 		goto fail;
 	}
-	fclose(f);
-	*ret_len = total;
 	return buf;
 fail:
 	free(buf);
-	fclose(f);
 	return NULL;
+}
+
+/*
+ * The dump, header first: its fixed part is read and checked (magic,
+ * version, sizes within VPMU_PEBS_DUMP_MAX_*) before anything else, then
+ * exactly the bytes it declares, which must be all the file holds. So a
+ * file that is no dump (/dev/zero, a disk image) costs one header read,
+ * and a hostile header at most the declared limit. Returns NULL after
+ * printing the one error line.
+ */
+static uint8_t *read_dump(const char *path, size_t *ret_len)
+{
+	uint8_t hdr[sizeof(struct vpmu_pebs_dump_header)], *buf = NULL;
+	struct stat st;
+	size_t total;
+	FILE *f = open_dump(path, &st);
+
+	if (!f)
+		return NULL;
+	if (read_header(f, path, &st, hdr, &total) == 0)
+		buf = read_rest(f, path, &st, hdr, total);
+	fclose(f);
+	if (buf)
+		*ret_len = total;
+	return buf;
 }
 
 static int parse_header(struct dump *d, const uint8_t *buf, size_t len)

@@ -389,30 +389,27 @@ static int check_peer(int fd, const char *path)
 	return 0;
 }
 
-static int fetch(struct vm *vm)
+/*
+ * A connected socket to the stats endpoint at `path` in *ret_fd. On a Unix
+ * socket EAGAIN is not "in progress": the server's backlog is full and
+ * nothing connected. A busy VMM catches up: retry until the deadline.
+ */
+static int connect_stats(const char *path, double deadline, int *ret_fd)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	double deadline = now_s() + REPLY_MS / 1000.0;
-	size_t cap = 0, len = 0;
-	char *buf = NULL;
-	int fd, r = 0;
+	int fd, r;
 
-	if (strlen(vm->path) >= sizeof(sa.sun_path)) {
+	if (strlen(path) >= sizeof(sa.sun_path)) {
 		snprintf(errline, sizeof(errline), "%s: socket path too long (at most %zu bytes)",
-			 vm->path, sizeof(sa.sun_path) - 1);
+			 path, sizeof(sa.sun_path) - 1);
 		return -ENAMETOOLONG;
 	}
-	memcpy(sa.sun_path, vm->path, strlen(vm->path) + 1);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
 		snprintf(errline, sizeof(errline), "socket: %s", strerror(errno));
 		return -errno;
 	}
-	/*
-	 * On a Unix socket EAGAIN is not "in progress": the server's backlog
-	 * is full and nothing connected. A busy VMM catches up: retry until
-	 * the deadline.
-	 */
 	while (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
 		if (errno == EAGAIN && now_s() < deadline) {
 			poll(NULL, 0, 10);
@@ -422,12 +419,24 @@ static int fetch(struct vm *vm)
 		snprintf(errline, sizeof(errline),
 			 "cannot connect to %s: %s (is a VMM running with "
 			 "--stats %s, as this user?)",
-			 vm->path, strerror(errno), vm->path);
-		goto out;
+			 path, strerror(errno), path);
+		close(fd);
+		return r;
 	}
-	r = check_peer(fd, vm->path);
-	if (r < 0)
-		goto out;
+	*ret_fd = fd;
+	return 0;
+}
+
+/*
+ * Everything the server sends until it closes, by the deadline and within
+ * REPLY_MAX. The buffer has a byte to spare for the terminating NUL.
+ */
+static int read_reply(int fd, const char *path, double deadline, char **ret_buf, size_t *ret_len)
+{
+	size_t cap = 0, len = 0;
+	char *buf = NULL;
+	int r;
+
 	for (;;) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		double left = deadline - now_s();
@@ -438,8 +447,8 @@ static int fetch(struct vm *vm)
 			snprintf(errline, sizeof(errline),
 				 "%s: no snapshot within %u ms: the VMM is not "
 				 "serving stats (stuck?)",
-				 vm->path, REPLY_MS);
-			goto out;
+				 path, REPLY_MS);
+			goto fail;
 		}
 		if (len + 4096 > cap) {
 			char *nb;
@@ -447,16 +456,16 @@ static int fetch(struct vm *vm)
 			if (cap >= REPLY_MAX) {
 				r = -EFBIG;
 				snprintf(errline, sizeof(errline),
-					 "%s: malformed reply: more than %u bytes", vm->path,
+					 "%s: malformed reply: more than %u bytes", path,
 					 REPLY_MAX);
-				goto out;
+				goto fail;
 			}
 			cap = cap ? cap * 2 : 65536;
 			nb = realloc(buf, cap);
 			if (!nb) {
 				r = -ENOMEM;
 				snprintf(errline, sizeof(errline), "out of memory");
-				goto out;
+				goto fail;
 			}
 			buf = nb;
 		}
@@ -467,19 +476,27 @@ static int fetch(struct vm *vm)
 			if (errno == EAGAIN || errno == EINTR)
 				continue;
 			r = -errno;
-			snprintf(errline, sizeof(errline), "%s: read: %s", vm->path,
-				 strerror(errno));
-			goto out;
+			snprintf(errline, sizeof(errline), "%s: read: %s", path, strerror(errno));
+			goto fail;
 		}
 		len += (size_t) n;
 	}
+	*ret_buf = buf;
+	*ret_len = len;
+	return 0;
+fail:
+	free(buf);
+	return r;
+}
+
+static int check_reply(const char *path, const char *buf, size_t len)
+{
 	if (!len) {
-		r = -EBADMSG;
 		snprintf(errline, sizeof(errline),
 			 "%s: the server closed without a snapshot (refused: "
 			 "another user's VMM?)",
-			 vm->path);
-		goto out;
+			 path);
+		return -EBADMSG;
 	}
 	/*
 	 * vpmu_stats_to_json() writes printable ASCII and escapes the rest:
@@ -489,14 +506,36 @@ static int fetch(struct vm *vm)
 		unsigned char c = (unsigned char) buf[i];
 
 		if ((c < 0x20 && c != '\n' && c != '\r' && c != '\t') || c >= 0x7f) {
-			r = -EBADMSG;
 			snprintf(errline, sizeof(errline),
 				 "%s: malformed reply: byte 0x%02x at offset %zu (a snapshot is "
 				 "printable ASCII)",
-				 esc_path(vm->path), c, i);
-			goto out;
+				 esc_path(path), c, i);
+			return -EBADMSG;
 		}
 	}
+	return 0;
+}
+
+/* One snapshot from vm->path into vm->text; errline says why not. */
+static int fetch(struct vm *vm)
+{
+	double deadline = now_s() + REPLY_MS / 1000.0;
+	size_t len = 0;
+	char *buf = NULL;
+	int fd = -1, r;
+
+	r = connect_stats(vm->path, deadline, &fd);
+	if (r < 0)
+		return r;
+	r = check_peer(fd, vm->path);
+	if (r < 0)
+		goto out;
+	r = read_reply(fd, vm->path, deadline, &buf, &len);
+	if (r < 0)
+		goto out;
+	r = check_reply(vm->path, buf, len);
+	if (r < 0)
+		goto out;
 	buf[len] = '\0';
 	vm->when = now_s();
 	free(vm->text);
@@ -1007,6 +1046,14 @@ static void usage(FILE *f)
 
 enum format { FMT_TABLE, FMT_JSON, FMT_PROMETHEUS, FMT_LIBVIRT };
 
+struct options {
+	enum format fmt;
+	double interval;	  /* --watch; 0 without */
+	unsigned long long count; /* --count; 0 without */
+	bool help;		  /* --help: the usage is printed, nothing else to do */
+	int first_path;		  /* argv index of the first PATH */
+};
+
 static volatile sig_atomic_t stop;
 
 static void on_signal(int sig)
@@ -1014,7 +1061,40 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
-int main(int argc, char **argv)
+static int parse_interval(const char *arg, double *ret)
+{
+	double interval;
+	char *end;
+
+	errno = 0;
+	interval = strtod(arg, &end);
+	if (errno || end == arg || *end || !(interval > 0) || interval > 86400) {
+		fprintf(stderr,
+			"vpmu-stat: --watch %s: not a number of seconds between 0 and 86400\n",
+			arg);
+		return -EINVAL;
+	}
+	*ret = interval;
+	return 0;
+}
+
+static int parse_count(const char *arg, unsigned long long *ret)
+{
+	unsigned long long count;
+	char *end;
+
+	errno = 0;
+	count = strtoull(arg, &end, 10);
+	if (errno || end == arg || *end || !count || arg[0] == '-') {
+		fprintf(stderr, "vpmu-stat: --count %s: not a positive number\n", arg);
+		return -EINVAL;
+	}
+	*ret = count;
+	return 0;
+}
+
+/* The command line into *ret; -EINVAL after the one error line. */
+static int parse_options(int argc, char **argv, struct options *ret)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
@@ -1025,49 +1105,33 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
-	enum format fmt = FMT_TABLE;
-	double interval = 0;
-	unsigned long long count = 0;
-	struct vm *vms, *prev;
-	size_t nr;
-	int c, status = 0;
-	char *end;
+	struct options o = { .fmt = FMT_TABLE };
+	int c;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
-			fmt = FMT_JSON;
+			o.fmt = FMT_JSON;
 			break;
 		case 'p':
-			fmt = FMT_PROMETHEUS;
+			o.fmt = FMT_PROMETHEUS;
 			break;
 		case 'l':
-			fmt = FMT_LIBVIRT;
+			o.fmt = FMT_LIBVIRT;
 			break;
 		case 'w':
-			errno = 0;
-			interval = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(interval > 0) || interval > 86400) {
-				fprintf(stderr,
-					"vpmu-stat: --watch %s: not a number of seconds between 0 "
-					"and "
-					"86400\n",
-					optarg);
-				return 1;
-			}
+			if (parse_interval(optarg, &o.interval) < 0)
+				return -EINVAL;
 			break;
 		case 'c':
-			errno = 0;
-			count = strtoull(optarg, &end, 10);
-			if (errno || end == optarg || *end || !count || optarg[0] == '-') {
-				fprintf(stderr, "vpmu-stat: --count %s: not a positive number\n",
-					optarg);
-				return 1;
-			}
+			if (parse_count(optarg, &o.count) < 0)
+				return -EINVAL;
 			break;
 		case 'h':
 			usage(stdout);
+			o.help = true;
+			*ret = o;
 			return 0;
 		default:
 			if (optopt)
@@ -1079,55 +1143,111 @@ int main(int argc, char **argv)
 					"vpmu-stat: option %s is unknown or needs an argument (see "
 					"vpmu-stat --help)\n",
 					argv[optind - 1]);
-			return 1;
+			return -EINVAL;
 		}
 	}
 	if (optind == argc) {
 		fprintf(stderr, "vpmu-stat: no socket PATH given (see vpmu-stat --help)\n");
-		return 1;
+		return -EINVAL;
 	}
-	if (count && !interval) {
+	if (o.count && !o.interval) {
 		fprintf(stderr, "vpmu-stat: --count needs --watch SECONDS\n");
-		return 1;
+		return -EINVAL;
 	}
-	nr = (size_t) (argc - optind);
+	o.first_path = optind;
+	*ret = o;
+	return 0;
+}
+
+/* A snapshot of every VM; the first that fails is one line on stderr. */
+static int load_all(struct vm *vms, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		int r = load(&vms[i]);
+
+		if (r < 0) {
+			fprintf(stderr, "vpmu-stat: %s\n", errline);
+			return r;
+		}
+	}
+	return 0;
+}
+
+/* One read of every VM in the chosen format; prev is the last round's, or NULL. */
+static void print_round(const struct options *o, const struct vm *vms, const struct vm *prev,
+			size_t nr, unsigned long long round)
+{
+	if (o->interval && o->fmt == FMT_TABLE)
+		printf("--- %s", round ? "" : "(rates from the next read on)");
+	if (o->interval && o->fmt == FMT_TABLE)
+		printf("\n");
+	for (size_t i = 0; i < nr; i++) {
+		if (o->fmt == FMT_TABLE)
+			print_table(&vms[i], prev ? &prev[i] : NULL);
+		else if (o->fmt == FMT_LIBVIRT)
+			print_libvirt(&vms[i]);
+	}
+	if (o->fmt == FMT_JSON)
+		print_json(vms, nr);
+	else if (o->fmt == FMT_PROMETHEUS)
+		print_prometheus(vms, nr);
+}
+
+static void sleep_interval(double interval)
+{
+	struct timespec ts = { .tv_sec = (time_t) interval,
+			       .tv_nsec = (long) ((interval - (double) (time_t) interval) * 1e9) };
+
+	while (!stop && nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static void free_vms(struct vm *vms, size_t nr)
+{
+	if (!vms)
+		return;
+	for (size_t i = 0; i < nr; i++) {
+		jv_free(&vms[i].doc);
+		free(vms[i].text);
+	}
+	free(vms);
+}
+
+int main(int argc, char **argv)
+{
+	struct options o;
+	struct vm *vms, *prev;
+	size_t nr;
+	int status = 0;
+
+	if (parse_options(argc, argv, &o) < 0)
+		return 1;
+	if (o.help)
+		return 0;
+	nr = (size_t) (argc - o.first_path);
 	vms = calloc(nr, sizeof(*vms));
 	prev = calloc(nr, sizeof(*prev));
 	if (!vms || !prev) {
 		fprintf(stderr, "vpmu-stat: out of memory\n");
+		free(vms);
+		free(prev);
 		return 1;
 	}
 	for (size_t i = 0; i < nr; i++)
-		vms[i].path = prev[i].path = argv[optind + i];
-	if (interval) {
+		vms[i].path = prev[i].path = argv[o.first_path + i];
+	if (o.interval) {
 		signal(SIGINT, on_signal);
 		signal(SIGTERM, on_signal);
 	}
 
 	for (unsigned long long round = 0; !stop; round++) {
-		for (size_t i = 0; i < nr; i++) {
-			if (load(&vms[i]) < 0) {
-				fprintf(stderr, "vpmu-stat: %s\n", errline);
-				status = 1;
-				goto out;
-			}
+		if (load_all(vms, nr) < 0) {
+			status = 1;
+			break;
 		}
-		if (interval && fmt == FMT_TABLE)
-			printf("--- %s", round ? "" : "(rates from the next read on)");
-		if (interval && fmt == FMT_TABLE)
-			printf("\n");
-		for (size_t i = 0; i < nr; i++) {
-			if (fmt == FMT_TABLE)
-				print_table(&vms[i], round ? &prev[i] : NULL);
-			else if (fmt == FMT_LIBVIRT)
-				print_libvirt(&vms[i]);
-		}
-		if (fmt == FMT_JSON)
-			print_json(vms, nr);
-		else if (fmt == FMT_PROMETHEUS)
-			print_prometheus(vms, nr);
+		print_round(&o, vms, round ? prev : NULL, nr, round);
 		fflush(stdout);
-		if (!interval || (count && round + 1 >= count))
+		if (!o.interval || (o.count && round + 1 >= o.count))
 			break;
 		for (size_t i = 0; i < nr; i++) {
 			/* keep this read for the next round's rates */
@@ -1136,24 +1256,9 @@ int main(int argc, char **argv)
 			prev[i] = vms[i];
 			vms[i] = t;
 		}
-		{
-			struct timespec ts = {
-				.tv_sec = (time_t) interval,
-				.tv_nsec = (long) ((interval - (double) (time_t) interval) * 1e9)
-			};
-
-			while (!stop && nanosleep(&ts, &ts) < 0 && errno == EINTR)
-				;
-		}
+		sleep_interval(o.interval);
 	}
-out:
-	for (size_t i = 0; i < nr; i++) {
-		jv_free(&vms[i].doc);
-		free(vms[i].text);
-		jv_free(&prev[i].doc);
-		free(prev[i].text);
-	}
-	free(vms);
-	free(prev);
+	free_vms(vms, nr);
+	free_vms(prev, nr);
 	return status;
 }
