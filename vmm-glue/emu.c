@@ -1100,14 +1100,17 @@ int emu_boot_linux64(struct emu *emu, uint64_t gdt, uint16_t gdt_limit, uint64_t
 /* Deliver an exception or interrupt; a failing delivery escalates to #DF, then a triple fault. */
 static void deliver(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip)
 {
+	char where[192];
+
 	if (intr_deliver(emu, vector, has_err, err, rip) == 0)
 		return;
 	if (vector != 8 && intr_deliver(emu, 8, true, 0, rip) == 0)
 		return;
+	emu_describe(emu, where, sizeof(where)); /* CPL, mode and count; its RIP is rip */
 	emu_fatal(emu,
-		  "guest triple fault: delivering vector %u at rip %#llx failed, and so did #DF "
-		  "(no valid IDT entry or stack?)",
-		  vector, (unsigned long long) rip);
+		  "guest triple fault: delivering vector %u failed, and so did #DF (no valid IDT "
+		  "entry or stack?): %s",
+		  vector, where);
 }
 
 /* Hooks are compiled into Unicorn's translations: drop the oldest, and what holds them. */
