@@ -476,6 +476,92 @@ static void json_lbr(const struct pebs_lbr_entry *e)
 	printf("}");
 }
 
+static void json_meminfo(const struct pebs_decoded *r)
+{
+	printf(",\"meminfo\":{");
+	jx("dla", r->dla, true);
+	jx("data_src", r->data_src, true);
+	jx("latency", r->latency, true);
+	jx("tsx", r->tsx, false);
+	printf("}");
+}
+
+static void json_gprs(const struct dump *d, const struct pebs_decoded *r)
+{
+	printf(",\"gprs\":{");
+	jx("rflags", r->rflags, true);
+	jx("rip", r->ip, true);
+	if (d->info.fmt == PEBS_FMT_ARCH)
+		jx("ssp", r->ssp, true);
+	for (unsigned int i = 0; i < PEBS_NR_GPRS; i++)
+		jx(gpr_names[i], r->gpr[i], i + 1 < PEBS_NR_GPRS);
+	printf("}");
+}
+
+static void json_xmms(const struct dump *d, const struct pebs_decoded *r)
+{
+	char x[35];
+
+	printf(",\"xmms\":{");
+	if (d->info.fmt == PEBS_FMT_ARCH)
+		jx("xstate", r->xstate, true);
+	printf("\"xmm\":[");
+	for (unsigned int i = 0; i < 16; i++) {
+		xmm_hex(r->xmm[i], x);
+		printf("%s\"%s\"", i ? "," : "", x);
+	}
+	printf("]}");
+}
+
+static void json_lbrs(const struct dump *d, const struct pebs_decoded *r)
+{
+	printf(",\"lbrs\":{\"nr\":%u,", r->nr_lbr);
+	if (d->info.fmt == PEBS_FMT_ARCH) {
+		printf("\"selector\":%u,", r->lbr_sel);
+		jx("lbr_ctl", r->lbr_ctl, true);
+		printf("\"ler\":");
+		json_lbr(&r->ler);
+		printf(",");
+	}
+	printf("\"entries\":[");
+	for (unsigned int i = 0; i < r->nr_lbr; i++) {
+		printf("%s", i ? "," : "");
+		json_lbr(&r->lbr[i]);
+	}
+	printf("]}");
+}
+
+/* {"0":"0x..",...}: the values whose bit is set in mask */
+static void json_masked(uint32_t mask, unsigned int n, const uint64_t *v)
+{
+	bool first = true;
+
+	printf("{");
+	for (unsigned int i = 0; i < n; i++)
+		if (mask & (1U << i)) {
+			printf("%s\"%u\":\"0x%" PRIx64 "\"", first ? "" : ",", i, v[i]);
+			first = false;
+		}
+	printf("}");
+}
+
+static void json_counters(const struct pebs_decoded *r)
+{
+	printf(",\"counters\":{");
+	jx("pmc_mask", r->pmc_mask, true);
+	jx("fixed_mask", r->fixed_mask, true);
+	jx("metrics_mask", r->metrics_mask, true);
+	printf("\"pmc\":");
+	json_masked(r->pmc_mask, 32, r->counters.pmc);
+	printf(",\"fixed\":");
+	json_masked(r->fixed_mask, 16, r->counters.fixed);
+	if (r->metrics_mask & 1U)
+		printf(",\"metrics_base\":\"0x%" PRIx64 "\"", r->counters.metrics_base);
+	if (r->metrics_mask & 2U)
+		printf(",\"metrics\":\"0x%" PRIx64 "\"", r->counters.metrics);
+	printf("}");
+}
+
 static void print_json_record(const struct dump *d, size_t idx, size_t off,
 			      const struct pebs_decoded *r)
 {
@@ -483,7 +569,6 @@ static void print_json_record(const struct dump *d, size_t idx, size_t off,
 		"basic", "meminfo", "gprs", "xmms", "lbrs", "counters"
 	};
 	bool first = true;
-	char x[35];
 
 	printf("%s{\"index\":%zu,\"offset\":%zu,\"size\":%zu,\"groups\":[", idx ? "," : "", idx,
 	       off, r->size);
@@ -505,79 +590,16 @@ static void print_json_record(const struct dump *d, size_t idx, size_t off,
 	if (r->has_retire_latency)
 		printf(",\"retire_latency\":%" PRIu64 ",\"retire_valid\":%s", r->retire_latency,
 		       r->retire_valid ? "true" : "false");
-	if (r->groups & PEBS_DEC_MEMINFO) {
-		printf(",\"meminfo\":{");
-		jx("dla", r->dla, true);
-		jx("data_src", r->data_src, true);
-		jx("latency", r->latency, true);
-		jx("tsx", r->tsx, false);
-		printf("}");
-	}
-	if (r->groups & PEBS_DEC_GPRS) {
-		printf(",\"gprs\":{");
-		jx("rflags", r->rflags, true);
-		jx("rip", r->ip, true);
-		if (d->info.fmt == PEBS_FMT_ARCH)
-			jx("ssp", r->ssp, true);
-		for (unsigned int i = 0; i < PEBS_NR_GPRS; i++)
-			jx(gpr_names[i], r->gpr[i], i + 1 < PEBS_NR_GPRS);
-		printf("}");
-	}
-	if (r->groups & PEBS_DEC_XMMS) {
-		printf(",\"xmms\":{");
-		if (d->info.fmt == PEBS_FMT_ARCH)
-			jx("xstate", r->xstate, true);
-		printf("\"xmm\":[");
-		for (unsigned int i = 0; i < 16; i++) {
-			xmm_hex(r->xmm[i], x);
-			printf("%s\"%s\"", i ? "," : "", x);
-		}
-		printf("]}");
-	}
-	if (r->groups & PEBS_DEC_LBRS) {
-		printf(",\"lbrs\":{\"nr\":%u,", r->nr_lbr);
-		if (d->info.fmt == PEBS_FMT_ARCH) {
-			printf("\"selector\":%u,", r->lbr_sel);
-			jx("lbr_ctl", r->lbr_ctl, true);
-			printf("\"ler\":");
-			json_lbr(&r->ler);
-			printf(",");
-		}
-		printf("\"entries\":[");
-		for (unsigned int i = 0; i < r->nr_lbr; i++) {
-			printf("%s", i ? "," : "");
-			json_lbr(&r->lbr[i]);
-		}
-		printf("]}");
-	}
-	if (r->groups & PEBS_DEC_CNTR) {
-		printf(",\"counters\":{");
-		jx("pmc_mask", r->pmc_mask, true);
-		jx("fixed_mask", r->fixed_mask, true);
-		jx("metrics_mask", r->metrics_mask, true);
-		printf("\"pmc\":{");
-		first = true;
-		for (unsigned int i = 0; i < 32; i++)
-			if (r->pmc_mask & (1U << i)) {
-				printf("%s\"%u\":\"0x%" PRIx64 "\"", first ? "" : ",", i,
-				       r->counters.pmc[i]);
-				first = false;
-			}
-		printf("},\"fixed\":{");
-		first = true;
-		for (unsigned int i = 0; i < 16; i++)
-			if (r->fixed_mask & (1U << i)) {
-				printf("%s\"%u\":\"0x%" PRIx64 "\"", first ? "" : ",", i,
-				       r->counters.fixed[i]);
-				first = false;
-			}
-		printf("}");
-		if (r->metrics_mask & 1U)
-			printf(",\"metrics_base\":\"0x%" PRIx64 "\"", r->counters.metrics_base);
-		if (r->metrics_mask & 2U)
-			printf(",\"metrics\":\"0x%" PRIx64 "\"", r->counters.metrics);
-		printf("}");
-	}
+	if (r->groups & PEBS_DEC_MEMINFO)
+		json_meminfo(r);
+	if (r->groups & PEBS_DEC_GPRS)
+		json_gprs(d, r);
+	if (r->groups & PEBS_DEC_XMMS)
+		json_xmms(d, r);
+	if (r->groups & PEBS_DEC_LBRS)
+		json_lbrs(d, r);
+	if (r->groups & PEBS_DEC_CNTR)
+		json_counters(r);
 	printf("}\n");
 }
 
