@@ -1303,132 +1303,175 @@ static void check_exception_loop(struct emu *emu, uint64_t insns_before)
 		  EXC_STREAK_MAX, emu->pending_vector, emu->pending_err, where);
 }
 
+/*
+ * Whether emu_run is over: the guest exited, the VMM failed, or
+ * emu_interrupt asked. *ret is what emu_run returns then.
+ */
+static bool run_ended(struct emu *emu, char *err, size_t errlen, int *ret_status, int *ret)
+{
+	if (!emu->plat.exited && !emu->fatal && !emu->interrupted)
+		return false;
+	if (emu->pmu)
+		emu_feed_flush(emu);
+	if (emu->plat.exited) {
+		*ret_status = emu->plat.exit_status;
+		*ret = 0;
+	} else if (emu->fatal) {
+		snprintf(err, errlen, "%s", emu->fatal_msg);
+		*ret = -EFAULT;
+	} else {
+		emu->interrupted = 0;
+		emu_describe(emu, err, errlen);
+		*ret = -EINTR;
+	}
+	return true;
+}
+
+/* What a run left owed: the rest of a SYSCALL, an exception. True if it did something. */
+static bool complete_owed(struct emu *emu)
+{
+	if (emu->syscall_pending) {
+		emu->syscall_pending = false;
+		if (intr_syscall(emu, emu->syscall_next) < 0)
+			emu_fatal(emu, "cannot enter the guest kernel for SYSCALL at %#llx",
+				  (unsigned long long) emu->syscall_next - 2);
+		return true;
+	}
+	if (emu->pending_vector >= 0) {
+		unsigned int vec = (unsigned int) emu->pending_vector;
+
+		emu->pending_vector = -1;
+		deliver(emu, vec, emu->pending_has_err, emu->pending_err, emu->pending_rip);
+		return true;
+	}
+	return false;
+}
+
+/* Interrupts, NMIs and the halted state, on the modelled clock. True if it did something. */
+static bool take_events(struct emu *emu)
+{
+	uint64_t rflags = emu_reg(emu, UC_X86_REG_RFLAGS);
+
+	lapic_timer_advance(&emu->apic, emu_tsc(emu));
+	emu->timer_at = lapic_timer_next(&emu->apic);
+	if (emu->halted)
+		emu->window = 0;
+	if (take_event(emu, rflags))
+		return true;
+	if (emu->halted) {
+		halt(emu, rflags);
+		return true;
+	}
+	return false;
+}
+
+/* Everything the guest's next run needs, the vPMU synced; false: look at events again. */
+static bool ready_to_run(struct emu *emu)
+{
+	prepare_run(emu);
+	emu->want_stop = false;
+	if (emu->pmu) {
+		if (emu->kicked) {
+			emu->kicked = 0;
+			emu->st.kicks++;
+		}
+		emu_feed_flush(emu);
+		vpmu_vcpu_sync(emu->pmu); /* polls the host counters too */
+		if (emu->want_stop)
+			return false; /* it raised a PMI: deliver it before running on */
+	}
+	return !emu->fatal;
+}
+
+/* Run the guest from resume_rip until a hook stops it, or Unicorn stops by itself. */
+static uc_err run_slice(struct emu *emu)
+{
+	uint64_t exits[1];
+	uc_err ue;
+
+	emu->stopped = false;
+	emu->async_stop = 0;
+	emu->cur = NULL;
+	emu->prev_valid = false;
+	emu->stepping = false;
+	if (emu->trace_after && emu->st.instructions >= emu->trace_after)
+		emu->trace = true;
+	if (emu->trace)
+		fprintf(stderr, "trace: run at %#llx until %#llx\n",
+			(unsigned long long) emu->resume_rip, (unsigned long long) emu->until);
+	/*
+	 * A translated block that holds the exit address runs past it:
+	 * drop the translations from here to it.
+	 */
+	if (emu->until && emu->until > emu->resume_rip)
+		mmu_tb_invalidate(emu, emu->resume_rip, emu->until + 1 - emu->resume_rip);
+	if (emu->until != emu->exit_set) {
+		/* Unicorn rebuilds its exit set on every call: only when it changes */
+		exits[0] = emu->until;
+		uc_ctl_set_exits(emu->uc, exits, emu->until ? 1 : 0);
+		emu->exit_set = emu->until;
+	}
+	emu->until_arming = false;
+	emu->in_run = true;
+	ue = uc_emu_start(emu->uc, emu->resume_rip, 0, 0, 0);
+	emu->in_run = false;
+	if (emu->trace)
+		fprintf(stderr,
+			"trace: back at %#llx rcx %#llx rdi %#llx (%s): stopped %d async %d "
+			"vector %d smc %d\n",
+			(unsigned long long) emu_reg(emu, UC_X86_REG_RIP),
+			(unsigned long long) emu_reg(emu, UC_X86_REG_RCX),
+			(unsigned long long) emu_reg(emu, UC_X86_REG_RDI), uc_strerror(ue),
+			emu->stopped, (int) emu->async_stop, emu->pending_vector,
+			(int) emu->mmu.smc_n);
+	return ue;
+}
+
+/* Why the run that began with `insns_before` retired ended, and what that leaves to do. */
+static void slice_ended(struct emu *emu, uc_err ue, uint64_t insns_before)
+{
+	bool events = emu->stopped || emu->fatal || emu->plat.exited || emu->pending_vector >= 0 ||
+		      emu->syscall_pending;
+
+	/* a stop armed in this run is for the rerun; any other stop drops the old one */
+	if (!emu->until_arming && events)
+		emu->until = 0;
+	if (emu->fatal || emu->plat.exited || emu->pending_vector >= 0) {
+		emu->no_progress = 0;
+		if (emu->pending_vector >= 0)
+			check_exception_loop(emu, insns_before);
+		return;
+	}
+	if (ue != UC_ERR_OK) {
+		char where[160];
+
+		emu_describe(emu, where, sizeof(where));
+		emu_fatal(emu, "emulation stopped (%s) at %s", uc_strerror(ue), where);
+		return;
+	}
+	if (!emu->stopped)
+		returned(emu);
+	if (emu->pending_vector < 0 && !emu->syscall_pending)
+		check_progress(emu, insns_before);
+}
+
 int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 {
 	for (;;) {
-		uint64_t rflags, insns_before, exits[1];
-		bool events;
+		uint64_t insns_before;
 		uc_err ue;
+		int r;
 
-		if (emu->plat.exited) {
-			if (emu->pmu)
-				emu_feed_flush(emu);
-			*ret_status = emu->plat.exit_status;
-			return 0;
-		}
-		if (emu->fatal || emu->interrupted) {
-			if (emu->pmu)
-				emu_feed_flush(emu);
-			if (emu->fatal) {
-				snprintf(err, errlen, "%s", emu->fatal_msg);
-				return -EFAULT;
-			}
-			emu->interrupted = 0;
-			emu_describe(emu, err, errlen);
-			return -EINTR;
-		}
-		if (emu->syscall_pending) {
-			emu->syscall_pending = false;
-			if (intr_syscall(emu, emu->syscall_next) < 0)
-				emu_fatal(emu, "cannot enter the guest kernel for SYSCALL at %#llx",
-					  (unsigned long long) emu->syscall_next - 2);
-			continue;
-		}
-		if (emu->pending_vector >= 0) {
-			unsigned int vec = (unsigned int) emu->pending_vector;
-
-			emu->pending_vector = -1;
-			deliver(emu, vec, emu->pending_has_err, emu->pending_err, emu->pending_rip);
-			continue;
-		}
-		rflags = emu_reg(emu, UC_X86_REG_RFLAGS);
-		lapic_timer_advance(&emu->apic, emu_tsc(emu));
-		emu->timer_at = lapic_timer_next(&emu->apic);
-		if (emu->halted)
-			emu->window = 0;
-		if (take_event(emu, rflags))
-			continue;
-		if (emu->halted) {
-			halt(emu, rflags);
-			continue;
-		}
-		prepare_run(emu);
-		emu->want_stop = false;
-		if (emu->pmu) {
-			if (emu->kicked) {
-				emu->kicked = 0;
-				emu->st.kicks++;
-			}
-			emu_feed_flush(emu);
-			vpmu_vcpu_sync(emu->pmu); /* polls the host counters too */
-			if (emu->want_stop)
-				continue; /* it raised a PMI: deliver it before running on */
-		}
-		if (emu->fatal)
+		if (run_ended(emu, err, errlen, ret_status, &r))
+			return r;
+		if (complete_owed(emu) || take_events(emu) || !ready_to_run(emu))
 			continue;
 		if (emu->stop_armed && emu->st.instructions >= emu->stop_at) {
 			emu->stop_armed = false; /* emu_stop_at: between blocks, nothing owed */
 			return EMU_RUN_STOP_POINT;
 		}
-		emu->stopped = false;
-		emu->async_stop = 0;
-		emu->cur = NULL;
-		emu->prev_valid = false;
-		emu->stepping = false;
-		if (emu->trace_after && emu->st.instructions >= emu->trace_after)
-			emu->trace = true;
-		if (emu->trace)
-			fprintf(stderr, "trace: run at %#llx until %#llx\n",
-				(unsigned long long) emu->resume_rip,
-				(unsigned long long) emu->until);
-		/*
-		 * A translated block that holds the exit address runs past it:
-		 * drop the translations from here to it.
-		 */
-		if (emu->until && emu->until > emu->resume_rip)
-			mmu_tb_invalidate(emu, emu->resume_rip, emu->until + 1 - emu->resume_rip);
-		if (emu->until != emu->exit_set) {
-			/* Unicorn rebuilds its exit set on every call: only when it changes */
-			exits[0] = emu->until;
-			uc_ctl_set_exits(emu->uc, exits, emu->until ? 1 : 0);
-			emu->exit_set = emu->until;
-		}
-		emu->until_arming = false;
 		insns_before = emu->st.instructions;
-		emu->in_run = true;
-		ue = uc_emu_start(emu->uc, emu->resume_rip, 0, 0, 0);
-		emu->in_run = false;
-		if (emu->trace)
-			fprintf(stderr,
-				"trace: back at %#llx rcx %#llx rdi %#llx (%s): stopped %d async "
-				"%d "
-				"vector %d smc %d\n",
-				(unsigned long long) emu_reg(emu, UC_X86_REG_RIP),
-				(unsigned long long) emu_reg(emu, UC_X86_REG_RCX),
-				(unsigned long long) emu_reg(emu, UC_X86_REG_RDI), uc_strerror(ue),
-				emu->stopped, (int) emu->async_stop, emu->pending_vector,
-				(int) emu->mmu.smc_n);
-		events = emu->stopped || emu->fatal || emu->plat.exited ||
-			 emu->pending_vector >= 0 || emu->syscall_pending;
-		/* a stop armed in this run is for the rerun; any other stop drops the old one */
-		if (!emu->until_arming && events)
-			emu->until = 0;
-		if (emu->fatal || emu->plat.exited || emu->pending_vector >= 0) {
-			emu->no_progress = 0;
-			if (emu->pending_vector >= 0)
-				check_exception_loop(emu, insns_before);
-			continue;
-		}
-		if (ue != UC_ERR_OK) {
-			char where[160];
-
-			emu_describe(emu, where, sizeof(where));
-			emu_fatal(emu, "emulation stopped (%s) at %s", uc_strerror(ue), where);
-			continue;
-		}
-		if (!emu->stopped)
-			returned(emu);
-		if (emu->pending_vector < 0 && !emu->syscall_pending)
-			check_progress(emu, insns_before);
+		ue = run_slice(emu);
+		slice_ended(emu, ue, insns_before);
 	}
 }
