@@ -16,6 +16,7 @@
  * --max-insns is checked at every block; a signal handler may stop the run
  * at any time (emu_interrupt: emu_run returns -EINTR).
  */
+#include <assert.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -88,11 +89,46 @@ static uint64_t clock_cb(void *data)
 	return emu_tsc(data);
 }
 
+#define MODE(m) (1u << (m))
+
+/*
+ * The one place the hooks' mode changes (enum emu_mode). The legal changes:
+ *  - a guest run starts (run_slice, a restore):  any mode -> BOUNDARY
+ *  - the block hook counts a block:              BOUNDARY -> FAST or STEP
+ *  - the block retired (next block, exception):  FAST, STEP -> BOUNDARY
+ *  - the block hook arms a stop (arm_until):     BOUNDARY -> REARM
+ *  - a hook stops the run (emu_stop):            BOUNDARY, FAST, STEP -> STOPPED;
+ *                                                STOPPED and REARM stay as they are
+ * Leaving FAST drops `cur`: only that mode has a block being fed whole.
+ */
+void emu_set_mode(struct emu *emu, enum emu_mode mode)
+{
+	static const unsigned int legal[] = {
+		[EMU_BOUNDARY] = MODE(EMU_BOUNDARY) | MODE(EMU_FAST) | MODE(EMU_STEP) |
+				 MODE(EMU_STOPPED) | MODE(EMU_REARM),
+		[EMU_FAST] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED),
+		[EMU_STEP] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED),
+		[EMU_STOPPED] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED),
+		[EMU_REARM] = MODE(EMU_BOUNDARY) | MODE(EMU_REARM),
+	};
+
+	assert(legal[emu->mode] & MODE(mode));
+	if (mode != EMU_FAST)
+		emu->cur = NULL;
+	emu->mode = mode;
+}
+
+/* A hook stopped the run (for whatever reason): what Unicorn still runs is not the guest's. */
+bool emu_stopped(const struct emu *emu)
+{
+	return emu->mode == EMU_STOPPED || emu->mode == EMU_REARM;
+}
+
 void emu_stop(struct emu *emu, uint64_t resume_rip)
 {
-	emu->stopped = true;
+	if (!emu_stopped(emu))
+		emu_set_mode(emu, EMU_STOPPED);
 	emu->resume_rip = resume_rip;
-	emu->cur = NULL;
 	uc_emu_stop(emu->uc);
 }
 
@@ -1389,11 +1425,9 @@ static uc_err run_slice(struct emu *emu)
 	uint64_t exits[1];
 	uc_err ue;
 
-	emu->stopped = false;
+	emu_set_mode(emu, EMU_BOUNDARY);
 	emu->async_stop = 0;
-	emu->cur = NULL;
 	emu->prev_valid = false;
-	emu->stepping = false;
 	if (emu->trace_after && emu->st.instructions >= emu->trace_after)
 		emu->trace = true;
 	if (emu->trace)
@@ -1411,7 +1445,6 @@ static uc_err run_slice(struct emu *emu)
 		uc_ctl_set_exits(emu->uc, exits, emu->until ? 1 : 0);
 		emu->exit_set = emu->until;
 	}
-	emu->until_arming = false;
 	emu->in_run = true;
 	ue = uc_emu_start(emu->uc, emu->resume_rip, 0, 0, 0);
 	emu->in_run = false;
@@ -1422,7 +1455,7 @@ static uc_err run_slice(struct emu *emu)
 			(unsigned long long) emu_reg(emu, UC_X86_REG_RIP),
 			(unsigned long long) emu_reg(emu, UC_X86_REG_RCX),
 			(unsigned long long) emu_reg(emu, UC_X86_REG_RDI), uc_strerror(ue),
-			emu->stopped, (int) emu->async_stop, emu->pending_vector,
+			emu_stopped(emu), (int) emu->async_stop, emu->pending_vector,
 			(int) emu->mmu.smc_n);
 	return ue;
 }
@@ -1430,11 +1463,11 @@ static uc_err run_slice(struct emu *emu)
 /* Why the run that began with `insns_before` retired ended, and what that leaves to do. */
 static void slice_ended(struct emu *emu, uc_err ue, uint64_t insns_before)
 {
-	bool events = emu->stopped || emu->fatal || emu->plat.exited || emu->pending_vector >= 0 ||
-		      emu->syscall_pending;
+	bool events = emu_stopped(emu) || emu->fatal || emu->plat.exited ||
+		      emu->pending_vector >= 0 || emu->syscall_pending;
 
 	/* a stop armed in this run is for the rerun; any other stop drops the old one */
-	if (!emu->until_arming && events)
+	if (emu->mode != EMU_REARM && events)
 		emu->until = 0;
 	if (emu->fatal || emu->plat.exited || emu->pending_vector >= 0) {
 		emu->no_progress = 0;
@@ -1449,7 +1482,7 @@ static void slice_ended(struct emu *emu, uc_err ue, uint64_t insns_before)
 		emu_fatal(emu, "emulation stopped (%s) at %s", uc_strerror(ue), where);
 		return;
 	}
-	if (!emu->stopped)
+	if (!emu_stopped(emu))
 		returned(emu);
 	if (emu->pending_vector < 0 && !emu->syscall_pending)
 		check_progress(emu, insns_before);
