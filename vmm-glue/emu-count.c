@@ -485,7 +485,7 @@ void count_hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 	struct blk *b;
 	bool step, near;
 
-	if (emu->trampoline >= 0)
+	if (emu->mode == EMU_VMM)
 		return; /* not guest code: VMM code run by Unicorn (boot stub, ring change) */
 	if (emu_stopped(emu))
 		return; /* a hook stopped the run: this block is entered, then left at once */

@@ -172,6 +172,7 @@ enum emu_mode {
 	EMU_STEP,     /* the current block is fed one instruction at a time (`prev`) */
 	EMU_STOPPED,  /* a hook stopped the run: nothing more counts; it goes on at resume_rip */
 	EMU_REARM,    /* stopped to run the block again from its start with `until` armed */
+	EMU_VMM,      /* Unicorn runs VMM code (boot stub, ring change): none of it counts */
 };
 
 struct emu {
@@ -269,8 +270,8 @@ struct emu {
 	struct insn prev;
 	bool prev_valid;
 	uint64_t prev_dla;
-	uint64_t hook_rip; /* the next instruction, as a hook saw it */
-	int trampoline; /* >= 0: Unicorn runs intr_deliver's CPL change; the vector it stopped on */
+	uint64_t hook_rip;   /* the next instruction, as a hook saw it */
+	int vmm_vector;	     /* EMU_VMM: the vector of the exception that stopped it, -1: none */
 	uint64_t lbr_cycles; /* cycles since the last recorded branch */
 	/* INT n / INT3 / INT1 retired: its record is written at delivery, FROM it, if RIP is ret */
 	uint64_t lbr_int_from, lbr_int_ret;
@@ -354,6 +355,7 @@ void emu_feed_flush(struct emu *emu);
 void emu_set_mode(struct emu *emu, enum emu_mode mode);
 bool emu_stopped(const struct emu *emu);
 void emu_stop(struct emu *emu, uint64_t resume_rip);
+uc_err emu_run_vmm(struct emu *emu, uint64_t begin, int *ret_vector);
 void emu_raise(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip);
 uint64_t emu_reg(struct emu *emu, int reg);
 void emu_set_reg(struct emu *emu, int reg, uint64_t v);

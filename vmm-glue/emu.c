@@ -99,17 +99,19 @@ static uint64_t clock_cb(void *data)
  *  - the block hook arms a stop (arm_until):     BOUNDARY -> REARM
  *  - a hook stops the run (emu_stop):            BOUNDARY, FAST, STEP -> STOPPED;
  *                                                STOPPED and REARM stay as they are
+ *  - VMM code runs between runs (emu_run_vmm):   any but VMM -> VMM -> BOUNDARY
  * Leaving FAST drops `cur`: only that mode has a block being fed whole.
  */
 void emu_set_mode(struct emu *emu, enum emu_mode mode)
 {
 	static const unsigned int legal[] = {
 		[EMU_BOUNDARY] = MODE(EMU_BOUNDARY) | MODE(EMU_FAST) | MODE(EMU_STEP) |
-				 MODE(EMU_STOPPED) | MODE(EMU_REARM),
-		[EMU_FAST] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED),
-		[EMU_STEP] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED),
-		[EMU_STOPPED] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED),
-		[EMU_REARM] = MODE(EMU_BOUNDARY) | MODE(EMU_REARM),
+				 MODE(EMU_STOPPED) | MODE(EMU_REARM) | MODE(EMU_VMM),
+		[EMU_FAST] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED) | MODE(EMU_VMM),
+		[EMU_STEP] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED) | MODE(EMU_VMM),
+		[EMU_STOPPED] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED) | MODE(EMU_VMM),
+		[EMU_REARM] = MODE(EMU_BOUNDARY) | MODE(EMU_REARM) | MODE(EMU_VMM),
+		[EMU_VMM] = MODE(EMU_BOUNDARY),
 	};
 
 	assert(legal[emu->mode] & MODE(mode));
@@ -130,6 +132,26 @@ void emu_stop(struct emu *emu, uint64_t resume_rip)
 		emu_set_mode(emu, EMU_STOPPED);
 	emu->resume_rip = resume_rip;
 	uc_emu_stop(emu->uc);
+}
+
+/*
+ * Run VMM code in Unicorn from `begin` (the boot stub, the ring-change
+ * trampoline) until an exit or an exception stops it: no hook counts it
+ * as the guest's. *ret_vector: that exception's vector, -1 for none.
+ */
+uc_err emu_run_vmm(struct emu *emu, uint64_t begin, int *ret_vector)
+{
+	uc_err ue;
+
+	assert(!emu->in_run);
+	emu->vmm_vector = -1;
+	emu_set_mode(emu, EMU_VMM);
+	emu->in_run = true;
+	ue = uc_emu_start(emu->uc, begin, 0, 0, 0);
+	emu->in_run = false;
+	emu_set_mode(emu, EMU_BOUNDARY);
+	*ret_vector = emu->vmm_vector;
+	return ue;
 }
 
 void emu_raise(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip)
@@ -421,8 +443,8 @@ static void hook_intr(uc_engine *uc, uint32_t intno, void *data)
 	uint32_t err = 0;
 	bool is_int = false, trap;
 
-	if (emu->trampoline >= 0) {
-		emu->trampoline = (int) intno;
+	if (emu->mode == EMU_VMM) {
+		emu->vmm_vector = (int) intno;
 		uc_emu_stop(uc);
 		return;
 	}
@@ -456,8 +478,8 @@ static bool hook_invalid(uc_engine *uc, void *data)
 	struct emu *emu = data;
 	uint64_t rip = emu_reg(emu, UC_X86_REG_RIP);
 
-	if (emu->trampoline >= 0) {
-		emu->trampoline = 6;
+	if (emu->mode == EMU_VMM) {
+		emu->vmm_vector = 6;
 		uc_emu_stop(uc);
 		return false;
 	}
@@ -478,7 +500,7 @@ static void hook_syscall(uc_engine *uc, void *data)
 	uint64_t rip = emu_reg(emu, UC_X86_REG_RIP);
 	uc_x86_msr lstar = { .rid = MSR_LSTAR };
 
-	if (emu->trampoline >= 0)
+	if (emu->mode == EMU_VMM)
 		return;
 	/* #UD outside 64-bit mode (Intel) or with EFER.SCE clear */
 	if (!(emu->efer & EFER_SCE) || !emu->cs64 || !(emu->efer & EFER_LMA)) {
@@ -781,7 +803,7 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 		emu->trace = !emu->trace_after;
 	}
 	emu->pending_vector = -1;
-	emu->trampoline = -1;
+	emu->vmm_vector = -1;
 	emu->ram_size = cfg->mem_size;
 	nr = ram_layout(cfg, ranges);
 	r = mmu_init(emu, ranges, nr, err, errlen);
@@ -951,16 +973,14 @@ static int run_stub(struct emu *emu, const uint8_t *code, size_t len, uint64_t e
 	uint8_t *at = emu->mmu.scratch + STUB_OFF;
 	uc_err ue;
 	uint64_t rip;
+	int vector;
 
 	memcpy(at, code, len);
 	if (uc_ctl_set_exits(emu->uc, &entry, 1) != UC_ERR_OK)
 		return -EIO;
 	emu->exit_set = entry;
 	mmu_pg_off(emu);
-	emu->trampoline = 0;
-	emu->in_run = true;
-	ue = uc_emu_start(emu->uc, SCRATCH_BASE + STUB_OFF, 0, 0, 0);
-	emu->in_run = false;
+	ue = emu_run_vmm(emu, SCRATCH_BASE + STUB_OFF, &vector);
 	/*
 	 * The exit is a translation of its own at `entry`, kept in Unicorn's
 	 * cache after the exits are cleared: the guest's first run would stop
@@ -971,11 +991,8 @@ static int run_stub(struct emu *emu, const uint8_t *code, size_t len, uint64_t e
 	uc_ctl_set_exits(emu->uc, NULL, 0);
 	emu->exit_set = 0;
 	rip = emu_reg(emu, UC_X86_REG_RIP);
-	if (ue != UC_ERR_OK || rip != entry || emu->trampoline != 0) {
-		emu->trampoline = -1;
+	if (ue != UC_ERR_OK || rip != entry || vector >= 0)
 		return -EFAULT;
-	}
-	emu->trampoline = -1;
 	return 0;
 }
 
