@@ -303,7 +303,7 @@ static void hook_step(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 	struct emu *emu = data;
 	struct insn in;
 
-	if (!emu->stepping)
+	if (emu->mode != EMU_STEP)
 		return;
 	emu->hook_rip = addr;
 	if (emu->prev_valid) {
@@ -325,7 +325,7 @@ static void hook_step(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 	if (in.special && in.special != SP_STI && in.special != SP_POPF && in.special != SP_IRET) {
 		int r = cpu_exec_special(emu, &in);
 
-		if (r == SPECIAL_DONE && emu->window && --emu->window == 0 && !emu->stopped)
+		if (r == SPECIAL_DONE && emu->window && --emu->window == 0 && !emu_stopped(emu))
 			emu_stop(emu, addr + in.len);
 		if (r != SPECIAL_NATIVE)
 			return;
@@ -343,7 +343,7 @@ static void hook_special(uc_engine *uc, uint64_t addr, uint32_t size, void *data
 	struct blk *b = emu->cur;
 	unsigned int k;
 
-	if (emu->stepping || !b)
+	if (emu->mode != EMU_FAST)
 		return;
 	emu->hook_rip = addr;
 	if (emu->trace)
@@ -449,8 +449,8 @@ static bool arm_until(struct emu *emu, const struct blk *b)
 		emu->until_next = emu->until;
 		emu->until = b->insns[k].addr;
 	}
-	emu->until_arming = true;
 	emu->st.until_stops++;
+	emu_set_mode(emu, EMU_REARM);
 	emu_stop(emu, b->addr);
 	return true;
 }
@@ -471,15 +471,23 @@ static void hook_block_for_steps(struct emu *emu, struct blk *b)
 	emu->st.step_entries++;
 }
 
+/* Count block `b` whole once the next one starts (EMU_FAST). */
+static void count_fast(struct emu *emu, struct blk *b)
+{
+	emu_set_mode(emu, EMU_FAST);
+	emu->cur = b;
+	emu->fed = 0;
+}
+
 void count_hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 {
 	struct emu *emu = data;
 	struct blk *b;
 	bool step, near;
 
-	if (emu->trampoline >= 0)
+	if (emu->mode == EMU_VMM)
 		return; /* not guest code: VMM code run by Unicorn (boot stub, ring change) */
-	if (emu->stopped)
+	if (emu_stopped(emu))
 		return; /* a hook stopped the run: this block is entered, then left at once */
 	if (emu->trace)
 		fprintf(stderr, "trace: block %#llx+%u\n", (unsigned long long) addr, size);
@@ -487,10 +495,9 @@ void count_hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 	if (emu->prev_valid && !((emu->prev.flags & IC_REP) && addr == emu->prev.addr) &&
 	    step_retired(emu, addr))
 		return;
-	if (emu->cur)
+	if (emu->mode == EMU_FAST)
 		retire_cur(emu, addr);
-	emu->cur = NULL;
-	emu->stepping = false;
+	emu_set_mode(emu, EMU_BOUNDARY);
 	/* code written through another mapping: drop what is stale before it runs */
 	if ((emu->mmu.smc_n || emu->mmu.smc_overflow) && mmu_smc_service(emu, addr, size))
 		emu->async_stop = 1; /* this block is: run it again, translated anew */
@@ -537,13 +544,11 @@ void count_hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 		near = vpmu_exact_headroom(emu->pmu) <= (uint64_t) b->n * EMU_CYCLES_MAX;
 	}
 	if (near && !emu->window && !emu->prev_valid && !b->has_special) {
-		if (emu->stopped)
+		if (emu_stopped(emu))
 			return; /* arm_until stopped before: rerun */
 		if (arm_until(emu, b)) {
-			if (!emu->stopped) {
-				emu->cur = b;
-				emu->fed = 0;
-			}
+			if (!emu_stopped(emu))
+				count_fast(emu, b);
 			return;
 		}
 	}
@@ -557,11 +562,10 @@ void count_hook_block(uc_engine *uc, uint64_t addr, uint32_t size, void *data)
 			emu_stop(emu, addr);
 			return;
 		}
-		emu->stepping = true;
+		emu_set_mode(emu, EMU_STEP);
 		return;
 	}
-	emu->cur = b;
-	emu->fed = 0;
+	count_fast(emu, b);
 }
 
 /* Where the current block stood when Unicorn stopped at `rip` on its own. */
@@ -569,23 +573,23 @@ void count_retire_to(struct emu *emu, uint64_t rip, bool trap)
 {
 	const struct blk *b = emu->cur;
 
-	if (emu->stepping) {
+	if (emu->mode == EMU_STEP) {
 		if (emu->prev_valid && (trap || rip != emu->prev.addr))
 			step_feed_prev(emu, rip);
 		emu->prev_valid = false;
 		return;
 	}
-	if (!b)
+	if (emu->mode != EMU_FAST)
 		return;
 	for (unsigned int k = emu->fed; k < b->n; k++) {
 		if (b->insns[k].addr == rip) {
 			feed_range(emu, b, emu->fed, k, rip);
-			emu->cur = NULL;
+			emu_set_mode(emu, EMU_BOUNDARY);
 			return;
 		}
 	}
 	feed_range(emu, b, emu->fed, b->n, rip);
-	emu->cur = NULL;
+	emu_set_mode(emu, EMU_BOUNDARY);
 }
 
 /* The instruction at `rip` retired and went on at `to` (a SYSCALL the VMM completes). */
@@ -593,18 +597,18 @@ void count_retire_through(struct emu *emu, uint64_t rip, uint64_t to)
 {
 	const struct blk *b = emu->cur;
 
-	if (emu->stepping) {
+	if (emu->mode == EMU_STEP) {
 		if (emu->prev_valid && emu->prev.addr == rip)
 			step_feed_prev(emu, to);
 		emu->prev_valid = false;
 		return;
 	}
-	if (!b)
+	if (emu->mode != EMU_FAST)
 		return;
 	for (unsigned int k = emu->fed; k < b->n; k++) {
 		if (b->insns[k].addr == rip) {
 			feed_range(emu, b, emu->fed, k + 1, to);
-			emu->cur = NULL;
+			emu_set_mode(emu, EMU_BOUNDARY);
 			return;
 		}
 	}

@@ -74,6 +74,7 @@ int intr_enter_ring0(struct emu *emu, uint16_t sel)
 	uint8_t save[32];
 	uc_x86_mmr ldtr, ldt, tr;
 	uint16_t far_sel = 0x07; /* LDT index 0, RPL 3 */
+	int vector;
 	bool ok;
 
 	/* Unicorn reads RSP0 from its own TR: it must hold a present TSS */
@@ -105,12 +106,8 @@ int intr_enter_ring0(struct emu *emu, uint16_t sel)
 	};
 	uc_reg_write(emu->uc, UC_X86_REG_LDTR, &ldt);
 	mmu_pg_off(emu);
-	emu->trampoline = 0;
-	emu->in_run = true;
-	uc_emu_start(emu->uc, TRAMP + TRAMP_LCALL, 0, 0, 0);
-	emu->in_run = false;
-	ok = emu->trampoline == 3;
-	emu->trampoline = -1;
+	emu_run_vmm(emu, TRAMP + TRAMP_LCALL, &vector);
+	ok = vector == 3;
 	mmu_pg_on(emu, true); /* TLB entries filled without paging */
 	uc_reg_write(emu->uc, UC_X86_REG_LDTR, &ldtr);
 	mmu_write(emu, (rsp0 & ~15ull) - sizeof(save), save, sizeof(save));

@@ -160,6 +160,21 @@ struct emu_mmu {
 #define SCRATCH_BASE 0x0000800000000000ull
 #define SCRATCH_SIZE 0x10000ull
 
+/*
+ * What the hooks do with the code Unicorn runs: the one state the block
+ * hook, the step hook and the exception hooks choose their work by.
+ * Every change goes through emu_set_mode() (emu.c), which knows the legal
+ * ones. It outlives a run: the run loop reads how the last one ended.
+ */
+enum emu_mode {
+	EMU_BOUNDARY, /* at a block boundary, or between runs: no block is being counted */
+	EMU_FAST,     /* `cur` is fed whole when the next block starts; fed up to insns[fed] */
+	EMU_STEP,     /* the current block is fed one instruction at a time (`prev`) */
+	EMU_STOPPED,  /* a hook stopped the run: nothing more counts; it goes on at resume_rip */
+	EMU_REARM,    /* stopped to run the block again from its start with `until` armed */
+	EMU_VMM,      /* Unicorn runs VMM code (boot stub, ring change): none of it counts */
+};
+
 struct emu {
 	struct emu_config cfg;
 	uc_engine *uc;
@@ -199,11 +214,10 @@ struct emu {
 	char fatal_msg[256];
 
 	/* run control */
-	bool in_run;
-	bool stopped; /* a hook stopped Unicorn: resume at resume_rip */
-	uint64_t resume_rip;
-	bool stepping;	     /* the current block is counted one instruction at a time */
-	unsigned int window; /* step this many instructions, then check interrupts */
+	bool in_run;			    /* inside uc_emu_start: uc_emu_stop is what ends it */
+	enum emu_mode mode;		    /* emu_set_mode() */
+	uint64_t resume_rip;		    /* where the next run starts */
+	unsigned int window;		    /* step this many instructions, then check interrupts */
 	uc_hook step_hooks[MAX_STEP_HOOKS]; /* code hooks over blocks that were stepped */
 	uint64_t step_addr[MAX_STEP_HOOKS];
 	unsigned int nr_step;
@@ -224,7 +238,7 @@ struct emu {
 	bool linux_unpacked;	     /* emu_load_linux: the VMM inflated the kernel */
 	char linux_unpack_note[160]; /* ...or why not */
 
-	/* fast-mode counting: `cur` has retired up to insns[fed] */
+	/* EMU_FAST counting: `cur` has retired up to insns[fed]; NULL in any other mode */
 	struct blk *cur;
 	unsigned int fed;
 	/*
@@ -249,16 +263,15 @@ struct emu {
 
 	uint64_t until;	       /* stop address armed for the next run, 0: none */
 	uint64_t exit_set;     /* the exit Unicorn has now (0: none) */
-	bool until_arming;     /* the stop that armed it: keep it for the rerun */
 	uint64_t until_next;   /* after a stop before insns[k]: the stop after it */
 	uint64_t until_dla_ip; /* insns[k] and the address it accesses */
 	uint64_t until_dla;
-	/* step-mode counting: `prev` executed, not yet fed */
+	/* EMU_STEP counting: `prev` executed, not yet fed (a REP one: not yet retired) */
 	struct insn prev;
 	bool prev_valid;
 	uint64_t prev_dla;
-	uint64_t hook_rip; /* the next instruction, as a hook saw it */
-	int trampoline; /* >= 0: Unicorn runs intr_deliver's CPL change; the vector it stopped on */
+	uint64_t hook_rip;   /* the next instruction, as a hook saw it */
+	int vmm_vector;	     /* EMU_VMM: the vector of the exception that stopped it, -1: none */
 	uint64_t lbr_cycles; /* cycles since the last recorded branch */
 	/* INT n / INT3 / INT1 retired: its record is written at delivery, FROM it, if RIP is ret */
 	uint64_t lbr_int_from, lbr_int_ret;
@@ -339,7 +352,10 @@ int cpu_msr_write(struct emu *emu, uint32_t msr, uint64_t value);
 void emu_fatal(struct emu *emu, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void emu_feed(struct emu *emu, struct vpmu_exact_counts *c);
 void emu_feed_flush(struct emu *emu);
+void emu_set_mode(struct emu *emu, enum emu_mode mode);
+bool emu_stopped(const struct emu *emu);
 void emu_stop(struct emu *emu, uint64_t resume_rip);
+uc_err emu_run_vmm(struct emu *emu, uint64_t begin, int *ret_vector);
 void emu_raise(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip);
 uint64_t emu_reg(struct emu *emu, int reg);
 void emu_set_reg(struct emu *emu, int reg, uint64_t v);

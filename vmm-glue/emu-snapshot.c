@@ -1067,10 +1067,8 @@ int emu_restore(struct emu *emu, const void *blob, size_t len, char *err, size_t
 	mem_load(sec[TAG_RAM].p, sec[TAG_RAM].len, emu->ram, emu->mmu.ram_top);
 	mem_load(sec[TAG_SCRATCH].p, sec[TAG_SCRATCH].len, emu->mmu.scratch, SCRATCH_SIZE);
 	/* nothing of the last run is left to finish: the next starts afresh at resume_rip */
-	emu->cur = NULL;
+	emu_set_mode(emu, EMU_BOUNDARY);
 	emu->prev_valid = false;
-	emu->stepping = false;
-	emu->stopped = false;
 	emu->want_stop = false;
 	emu->budget = 0;
 	emu->acc_valid = false;

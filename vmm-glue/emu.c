@@ -16,6 +16,7 @@
  * --max-insns is checked at every block; a signal handler may stop the run
  * at any time (emu_interrupt: emu_run returns -EINTR).
  */
+#include <assert.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -88,12 +89,69 @@ static uint64_t clock_cb(void *data)
 	return emu_tsc(data);
 }
 
+#define MODE(m) (1u << (m))
+
+/*
+ * The one place the hooks' mode changes (enum emu_mode). The legal changes:
+ *  - a guest run starts (run_slice, a restore):  any mode -> BOUNDARY
+ *  - the block hook counts a block:              BOUNDARY -> FAST or STEP
+ *  - the block retired (next block, exception):  FAST, STEP -> BOUNDARY
+ *  - the block hook arms a stop (arm_until):     BOUNDARY -> REARM
+ *  - a hook stops the run (emu_stop):            BOUNDARY, FAST, STEP -> STOPPED;
+ *                                                STOPPED and REARM stay as they are
+ *  - VMM code runs between runs (emu_run_vmm):   any but VMM -> VMM -> BOUNDARY
+ * Leaving FAST drops `cur`: only that mode has a block being fed whole.
+ */
+void emu_set_mode(struct emu *emu, enum emu_mode mode)
+{
+	static const unsigned int legal[] = {
+		[EMU_BOUNDARY] = MODE(EMU_BOUNDARY) | MODE(EMU_FAST) | MODE(EMU_STEP) |
+				 MODE(EMU_STOPPED) | MODE(EMU_REARM) | MODE(EMU_VMM),
+		[EMU_FAST] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED) | MODE(EMU_VMM),
+		[EMU_STEP] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED) | MODE(EMU_VMM),
+		[EMU_STOPPED] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED) | MODE(EMU_VMM),
+		[EMU_REARM] = MODE(EMU_BOUNDARY) | MODE(EMU_REARM) | MODE(EMU_VMM),
+		[EMU_VMM] = MODE(EMU_BOUNDARY),
+	};
+
+	assert(legal[emu->mode] & MODE(mode));
+	if (mode != EMU_FAST)
+		emu->cur = NULL;
+	emu->mode = mode;
+}
+
+/* A hook stopped the run (for whatever reason): what Unicorn still runs is not the guest's. */
+bool emu_stopped(const struct emu *emu)
+{
+	return emu->mode == EMU_STOPPED || emu->mode == EMU_REARM;
+}
+
 void emu_stop(struct emu *emu, uint64_t resume_rip)
 {
-	emu->stopped = true;
+	if (!emu_stopped(emu))
+		emu_set_mode(emu, EMU_STOPPED);
 	emu->resume_rip = resume_rip;
-	emu->cur = NULL;
 	uc_emu_stop(emu->uc);
+}
+
+/*
+ * Run VMM code in Unicorn from `begin` (the boot stub, the ring-change
+ * trampoline) until an exit or an exception stops it: no hook counts it
+ * as the guest's. *ret_vector: that exception's vector, -1 for none.
+ */
+uc_err emu_run_vmm(struct emu *emu, uint64_t begin, int *ret_vector)
+{
+	uc_err ue;
+
+	assert(!emu->in_run);
+	emu->vmm_vector = -1;
+	emu_set_mode(emu, EMU_VMM);
+	emu->in_run = true;
+	ue = uc_emu_start(emu->uc, begin, 0, 0, 0);
+	emu->in_run = false;
+	emu_set_mode(emu, EMU_BOUNDARY);
+	*ret_vector = emu->vmm_vector;
+	return ue;
 }
 
 void emu_raise(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip)
@@ -385,8 +443,8 @@ static void hook_intr(uc_engine *uc, uint32_t intno, void *data)
 	uint32_t err = 0;
 	bool is_int = false, trap;
 
-	if (emu->trampoline >= 0) {
-		emu->trampoline = (int) intno;
+	if (emu->mode == EMU_VMM) {
+		emu->vmm_vector = (int) intno;
 		uc_emu_stop(uc);
 		return;
 	}
@@ -420,8 +478,8 @@ static bool hook_invalid(uc_engine *uc, void *data)
 	struct emu *emu = data;
 	uint64_t rip = emu_reg(emu, UC_X86_REG_RIP);
 
-	if (emu->trampoline >= 0) {
-		emu->trampoline = 6;
+	if (emu->mode == EMU_VMM) {
+		emu->vmm_vector = 6;
 		uc_emu_stop(uc);
 		return false;
 	}
@@ -442,7 +500,7 @@ static void hook_syscall(uc_engine *uc, void *data)
 	uint64_t rip = emu_reg(emu, UC_X86_REG_RIP);
 	uc_x86_msr lstar = { .rid = MSR_LSTAR };
 
-	if (emu->trampoline >= 0)
+	if (emu->mode == EMU_VMM)
 		return;
 	/* #UD outside 64-bit mode (Intel) or with EFER.SCE clear */
 	if (!(emu->efer & EFER_SCE) || !emu->cs64 || !(emu->efer & EFER_LMA)) {
@@ -745,7 +803,7 @@ int emu_new(const struct emu_config *cfg, struct emu **ret, char *err, size_t er
 		emu->trace = !emu->trace_after;
 	}
 	emu->pending_vector = -1;
-	emu->trampoline = -1;
+	emu->vmm_vector = -1;
 	emu->ram_size = cfg->mem_size;
 	nr = ram_layout(cfg, ranges);
 	r = mmu_init(emu, ranges, nr, err, errlen);
@@ -915,16 +973,14 @@ static int run_stub(struct emu *emu, const uint8_t *code, size_t len, uint64_t e
 	uint8_t *at = emu->mmu.scratch + STUB_OFF;
 	uc_err ue;
 	uint64_t rip;
+	int vector;
 
 	memcpy(at, code, len);
 	if (uc_ctl_set_exits(emu->uc, &entry, 1) != UC_ERR_OK)
 		return -EIO;
 	emu->exit_set = entry;
 	mmu_pg_off(emu);
-	emu->trampoline = 0;
-	emu->in_run = true;
-	ue = uc_emu_start(emu->uc, SCRATCH_BASE + STUB_OFF, 0, 0, 0);
-	emu->in_run = false;
+	ue = emu_run_vmm(emu, SCRATCH_BASE + STUB_OFF, &vector);
 	/*
 	 * The exit is a translation of its own at `entry`, kept in Unicorn's
 	 * cache after the exits are cleared: the guest's first run would stop
@@ -935,11 +991,8 @@ static int run_stub(struct emu *emu, const uint8_t *code, size_t len, uint64_t e
 	uc_ctl_set_exits(emu->uc, NULL, 0);
 	emu->exit_set = 0;
 	rip = emu_reg(emu, UC_X86_REG_RIP);
-	if (ue != UC_ERR_OK || rip != entry || emu->trampoline != 0) {
-		emu->trampoline = -1;
+	if (ue != UC_ERR_OK || rip != entry || vector >= 0)
 		return -EFAULT;
-	}
-	emu->trampoline = -1;
 	return 0;
 }
 
@@ -1306,132 +1359,172 @@ static void check_exception_loop(struct emu *emu, uint64_t insns_before)
 		  EXC_STREAK_MAX, emu->pending_vector, emu->pending_err, where);
 }
 
+/*
+ * Whether emu_run is over: the guest exited, the VMM failed, or
+ * emu_interrupt asked. *ret is what emu_run returns then.
+ */
+static bool run_ended(struct emu *emu, char *err, size_t errlen, int *ret_status, int *ret)
+{
+	if (!emu->plat.exited && !emu->fatal && !emu->interrupted)
+		return false;
+	if (emu->pmu)
+		emu_feed_flush(emu);
+	if (emu->plat.exited) {
+		*ret_status = emu->plat.exit_status;
+		*ret = 0;
+	} else if (emu->fatal) {
+		snprintf(err, errlen, "%s", emu->fatal_msg);
+		*ret = -EFAULT;
+	} else {
+		emu->interrupted = 0;
+		emu_describe(emu, err, errlen);
+		*ret = -EINTR;
+	}
+	return true;
+}
+
+/* What a run left owed: the rest of a SYSCALL, an exception. True if it did something. */
+static bool complete_owed(struct emu *emu)
+{
+	if (emu->syscall_pending) {
+		emu->syscall_pending = false;
+		if (intr_syscall(emu, emu->syscall_next) < 0)
+			emu_fatal(emu, "cannot enter the guest kernel for SYSCALL at %#llx",
+				  (unsigned long long) emu->syscall_next - 2);
+		return true;
+	}
+	if (emu->pending_vector >= 0) {
+		unsigned int vec = (unsigned int) emu->pending_vector;
+
+		emu->pending_vector = -1;
+		deliver(emu, vec, emu->pending_has_err, emu->pending_err, emu->pending_rip);
+		return true;
+	}
+	return false;
+}
+
+/* Interrupts, NMIs and the halted state, on the modelled clock. True if it did something. */
+static bool take_events(struct emu *emu)
+{
+	uint64_t rflags = emu_reg(emu, UC_X86_REG_RFLAGS);
+
+	lapic_timer_advance(&emu->apic, emu_tsc(emu));
+	emu->timer_at = lapic_timer_next(&emu->apic);
+	if (emu->halted)
+		emu->window = 0;
+	if (take_event(emu, rflags))
+		return true;
+	if (emu->halted) {
+		halt(emu, rflags);
+		return true;
+	}
+	return false;
+}
+
+/* Everything the guest's next run needs, the vPMU synced; false: look at events again. */
+static bool ready_to_run(struct emu *emu)
+{
+	prepare_run(emu);
+	emu->want_stop = false;
+	if (emu->pmu) {
+		if (emu->kicked) {
+			emu->kicked = 0;
+			emu->st.kicks++;
+		}
+		emu_feed_flush(emu);
+		vpmu_vcpu_sync(emu->pmu); /* polls the host counters too */
+		if (emu->want_stop)
+			return false; /* it raised a PMI: deliver it before running on */
+	}
+	return !emu->fatal;
+}
+
+/* Run the guest from resume_rip until a hook stops it, or Unicorn stops by itself. */
+static uc_err run_slice(struct emu *emu)
+{
+	uint64_t exits[1];
+	uc_err ue;
+
+	emu_set_mode(emu, EMU_BOUNDARY);
+	emu->async_stop = 0;
+	emu->prev_valid = false;
+	if (emu->trace_after && emu->st.instructions >= emu->trace_after)
+		emu->trace = true;
+	if (emu->trace)
+		fprintf(stderr, "trace: run at %#llx until %#llx\n",
+			(unsigned long long) emu->resume_rip, (unsigned long long) emu->until);
+	/*
+	 * A translated block that holds the exit address runs past it:
+	 * drop the translations from here to it.
+	 */
+	if (emu->until && emu->until > emu->resume_rip)
+		mmu_tb_invalidate(emu, emu->resume_rip, emu->until + 1 - emu->resume_rip);
+	if (emu->until != emu->exit_set) {
+		/* Unicorn rebuilds its exit set on every call: only when it changes */
+		exits[0] = emu->until;
+		uc_ctl_set_exits(emu->uc, exits, emu->until ? 1 : 0);
+		emu->exit_set = emu->until;
+	}
+	emu->in_run = true;
+	ue = uc_emu_start(emu->uc, emu->resume_rip, 0, 0, 0);
+	emu->in_run = false;
+	if (emu->trace)
+		fprintf(stderr,
+			"trace: back at %#llx rcx %#llx rdi %#llx (%s): stopped %d async %d "
+			"vector %d smc %d\n",
+			(unsigned long long) emu_reg(emu, UC_X86_REG_RIP),
+			(unsigned long long) emu_reg(emu, UC_X86_REG_RCX),
+			(unsigned long long) emu_reg(emu, UC_X86_REG_RDI), uc_strerror(ue),
+			emu_stopped(emu), (int) emu->async_stop, emu->pending_vector,
+			(int) emu->mmu.smc_n);
+	return ue;
+}
+
+/* Why the run that began with `insns_before` retired ended, and what that leaves to do. */
+static void slice_ended(struct emu *emu, uc_err ue, uint64_t insns_before)
+{
+	bool events = emu_stopped(emu) || emu->fatal || emu->plat.exited ||
+		      emu->pending_vector >= 0 || emu->syscall_pending;
+
+	/* a stop armed in this run is for the rerun; any other stop drops the old one */
+	if (emu->mode != EMU_REARM && events)
+		emu->until = 0;
+	if (emu->fatal || emu->plat.exited || emu->pending_vector >= 0) {
+		emu->no_progress = 0;
+		if (emu->pending_vector >= 0)
+			check_exception_loop(emu, insns_before);
+		return;
+	}
+	if (ue != UC_ERR_OK) {
+		char where[160];
+
+		emu_describe(emu, where, sizeof(where));
+		emu_fatal(emu, "emulation stopped (%s) at %s", uc_strerror(ue), where);
+		return;
+	}
+	if (!emu_stopped(emu))
+		returned(emu);
+	if (emu->pending_vector < 0 && !emu->syscall_pending)
+		check_progress(emu, insns_before);
+}
+
 int emu_run(struct emu *emu, int *ret_status, char *err, size_t errlen)
 {
 	for (;;) {
-		uint64_t rflags, insns_before, exits[1];
-		bool events;
+		uint64_t insns_before;
 		uc_err ue;
+		int r;
 
-		if (emu->plat.exited) {
-			if (emu->pmu)
-				emu_feed_flush(emu);
-			*ret_status = emu->plat.exit_status;
-			return 0;
-		}
-		if (emu->fatal || emu->interrupted) {
-			if (emu->pmu)
-				emu_feed_flush(emu);
-			if (emu->fatal) {
-				snprintf(err, errlen, "%s", emu->fatal_msg);
-				return -EFAULT;
-			}
-			emu->interrupted = 0;
-			emu_describe(emu, err, errlen);
-			return -EINTR;
-		}
-		if (emu->syscall_pending) {
-			emu->syscall_pending = false;
-			if (intr_syscall(emu, emu->syscall_next) < 0)
-				emu_fatal(emu, "cannot enter the guest kernel for SYSCALL at %#llx",
-					  (unsigned long long) emu->syscall_next - 2);
-			continue;
-		}
-		if (emu->pending_vector >= 0) {
-			unsigned int vec = (unsigned int) emu->pending_vector;
-
-			emu->pending_vector = -1;
-			deliver(emu, vec, emu->pending_has_err, emu->pending_err, emu->pending_rip);
-			continue;
-		}
-		rflags = emu_reg(emu, UC_X86_REG_RFLAGS);
-		lapic_timer_advance(&emu->apic, emu_tsc(emu));
-		emu->timer_at = lapic_timer_next(&emu->apic);
-		if (emu->halted)
-			emu->window = 0;
-		if (take_event(emu, rflags))
-			continue;
-		if (emu->halted) {
-			halt(emu, rflags);
-			continue;
-		}
-		prepare_run(emu);
-		emu->want_stop = false;
-		if (emu->pmu) {
-			if (emu->kicked) {
-				emu->kicked = 0;
-				emu->st.kicks++;
-			}
-			emu_feed_flush(emu);
-			vpmu_vcpu_sync(emu->pmu); /* polls the host counters too */
-			if (emu->want_stop)
-				continue; /* it raised a PMI: deliver it before running on */
-		}
-		if (emu->fatal)
+		if (run_ended(emu, err, errlen, ret_status, &r))
+			return r;
+		if (complete_owed(emu) || take_events(emu) || !ready_to_run(emu))
 			continue;
 		if (emu->stop_armed && emu->st.instructions >= emu->stop_at) {
 			emu->stop_armed = false; /* emu_stop_at: between blocks, nothing owed */
 			return EMU_RUN_STOP_POINT;
 		}
-		emu->stopped = false;
-		emu->async_stop = 0;
-		emu->cur = NULL;
-		emu->prev_valid = false;
-		emu->stepping = false;
-		if (emu->trace_after && emu->st.instructions >= emu->trace_after)
-			emu->trace = true;
-		if (emu->trace)
-			fprintf(stderr, "trace: run at %#llx until %#llx\n",
-				(unsigned long long) emu->resume_rip,
-				(unsigned long long) emu->until);
-		/*
-		 * A translated block that holds the exit address runs past it:
-		 * drop the translations from here to it.
-		 */
-		if (emu->until && emu->until > emu->resume_rip)
-			mmu_tb_invalidate(emu, emu->resume_rip, emu->until + 1 - emu->resume_rip);
-		if (emu->until != emu->exit_set) {
-			/* Unicorn rebuilds its exit set on every call: only when it changes */
-			exits[0] = emu->until;
-			uc_ctl_set_exits(emu->uc, exits, emu->until ? 1 : 0);
-			emu->exit_set = emu->until;
-		}
-		emu->until_arming = false;
 		insns_before = emu->st.instructions;
-		emu->in_run = true;
-		ue = uc_emu_start(emu->uc, emu->resume_rip, 0, 0, 0);
-		emu->in_run = false;
-		if (emu->trace)
-			fprintf(stderr,
-				"trace: back at %#llx rcx %#llx rdi %#llx (%s): stopped %d async "
-				"%d "
-				"vector %d smc %d\n",
-				(unsigned long long) emu_reg(emu, UC_X86_REG_RIP),
-				(unsigned long long) emu_reg(emu, UC_X86_REG_RCX),
-				(unsigned long long) emu_reg(emu, UC_X86_REG_RDI), uc_strerror(ue),
-				emu->stopped, (int) emu->async_stop, emu->pending_vector,
-				(int) emu->mmu.smc_n);
-		events = emu->stopped || emu->fatal || emu->plat.exited ||
-			 emu->pending_vector >= 0 || emu->syscall_pending;
-		/* a stop armed in this run is for the rerun; any other stop drops the old one */
-		if (!emu->until_arming && events)
-			emu->until = 0;
-		if (emu->fatal || emu->plat.exited || emu->pending_vector >= 0) {
-			emu->no_progress = 0;
-			if (emu->pending_vector >= 0)
-				check_exception_loop(emu, insns_before);
-			continue;
-		}
-		if (ue != UC_ERR_OK) {
-			char where[160];
-
-			emu_describe(emu, where, sizeof(where));
-			emu_fatal(emu, "emulation stopped (%s) at %s", uc_strerror(ue), where);
-			continue;
-		}
-		if (!emu->stopped)
-			returned(emu);
-		if (emu->pending_vector < 0 && !emu->syscall_pending)
-			check_progress(emu, insns_before);
+		ue = run_slice(emu);
+		slice_ended(emu, ue, insns_before);
 	}
 }
