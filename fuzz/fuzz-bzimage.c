@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: a Linux bzImage for bzimage_parse and
- * bzimage_boot_params, what vpmu-vmm --accel kvm does with a kernel file
+ * bzimage_boot_params (bzimage_load, below, is what vpmu-vmm does) with a file
  * the user names. Odd first byte: the rest of the input is the image, as
  * it comes. Even: the rest is XORed over the setup header of a valid
  * 64-bit bzImage (from 0x1f0) and what is left sizes its kernel, so that

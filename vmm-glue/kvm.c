@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "boot-tables.h"
 #include "bzimage.h"
 #include "kvm-pmi.h"
 #include "kvm-setup.h"
@@ -33,19 +34,9 @@
 #define MSR_IA32_TSC	       0x10
 #define MAX_SHADOW	       16
 
-/* Linux boot layout (guest-physical) */
-#define LINUX_GDT	  0x500ull
-#define LINUX_ZERO_PAGE	  0x7000ull
-#define LINUX_PML4	  0x9000ull
-#define LINUX_PDPT	  0xa000ull
-#define LINUX_PD	  0xb000ull /* 4 PDs: the first 4 GiB with 2 MiB pages */
-#define LINUX_CMDLINE	  0x20000ull
-#define LINUX_CMDLINE_MAX 0x10000ull /* up to 0x30000, below the EBDA */
-#define LINUX_BOOT_CS	  0x10	     /* __BOOT_CS and __BOOT_DS of the 64-bit boot protocol */
-#define LINUX_BOOT_DS	  0x18
-
-#define GDT_CODE64 0x00af9b000000ffffull
-#define GDT_DATA   0x00cf93000000ffffull
+/* Linux boot layout (guest-physical): the BIOS area holds boot-tables.c's tables */
+#define LINUX_EBDA    0x9f000ull
+#define LINUX_LOW_MEM 0x100000ull
 
 struct kvm_cpu {
 	struct kvm_vm *vm;
@@ -75,6 +66,7 @@ struct kvm_vm {
 	pthread_mutex_t lock; /* platform, done, stats */
 	struct platform plat;
 	bool done;
+	char unpack_note[160]; /* kvm_vm_boot_linux left the kernel packed: why */
 };
 
 void kvm_vm_config_init(struct kvm_vm_config *cfg)
@@ -620,77 +612,84 @@ int kvm_vm_boot(struct kvm_vm *vm, const struct vmm_boot *boot, char *err, size_
 	return 0;
 }
 
-static void wr64(uint8_t *p, uint64_t v)
+/* CPUID.01H of vCPU 0 as KVM will answer it: the MP table's processor entries carry it. */
+static void cpuid_1(struct kvm_cpu *c, uint32_t *ret_eax, uint32_t *ret_edx)
 {
-	memcpy(p, &v, 8); /* x86-64 host: little-endian like the guest */
+	struct {
+		struct kvm_cpuid2 h;
+		struct kvm_cpuid_entry2 e[256];
+	} got;
+
+	*ret_eax = *ret_edx = 0;
+	got.h.nent = 256;
+	if (ioctl(c->fd, KVM_GET_CPUID2, &got) < 0)
+		return;
+	for (uint32_t k = 0; k < got.h.nent; k++)
+		if (got.h.entries[k].function == 1) {
+			*ret_eax = got.h.entries[k].eax;
+			*ret_edx = got.h.entries[k].edx;
+		}
 }
 
+/*
+ * The 64-bit boot protocol through bzimage_load, as on the emulator: RAM
+ * below the EBDA, the BIOS area (reserved) with the MP and ACPI tables of
+ * boot-tables.c, then the rest of RAM. The kernel is inflated here where
+ * it can be: the guest's own decompressor runs at CPL 0 from identity-mapped
+ * low memory, which a KVM without hardware virtualization (kvm-pvm)
+ * emulates instruction by instruction, minutes for one XZ payload.
+ */
 int kvm_vm_boot_linux(struct kvm_vm *vm, const void *image, size_t size, const char *cmdline,
 		      const void *initrd, size_t initrd_size, char *err, size_t errlen)
 {
 	struct kvm_cpu *c = &vm->cpus[0];
-	struct bzimage bz;
+	struct guest_range ranges[3];
+	struct bzimage_load_config cfg;
+	struct bzimage_entry e;
+	struct boot_tables_config bt = { .cpus = vm->nr_cpus };
 	struct kvm_regs regs = { .rflags = 2 };
-	size_t cmdline_len = cmdline ? strlen(cmdline) : 0;
-	uint64_t initrd_addr = 0, top;
 	int r;
 
-	r = bzimage_parse(image, size, &bz, err, errlen);
+	if (vm->ram_size <= LINUX_LOW_MEM) {
+		snprintf(err, errlen, "a Linux guest needs more than 1 MiB of RAM: raise --mem");
+		return -ENOMEM;
+	}
+	ranges[0] = (struct guest_range){ 0, LINUX_EBDA, vm->ram, E820_RAM };
+	ranges[1] = (struct guest_range){ LINUX_EBDA, LINUX_LOW_MEM - LINUX_EBDA,
+					  vm->ram + LINUX_EBDA, E820_RESERVED };
+	ranges[2] = (struct guest_range){ LINUX_LOW_MEM, vm->ram_size - LINUX_LOW_MEM,
+					  vm->ram + LINUX_LOW_MEM, E820_RAM };
+	cpuid_1(c, &bt.cpu_signature, &bt.cpu_features);
+	r = boot_tables_build(vm->ram + BOOT_TABLES_BASE, &bt, err, errlen);
 	if (r < 0)
 		return r;
-	if (cmdline_len >= LINUX_CMDLINE_MAX) {
-		snprintf(err, errlen,
-			 "kernel command line of %zu bytes: this loader takes up to %llu",
-			 cmdline_len, LINUX_CMDLINE_MAX - 1);
-		return -E2BIG;
-	}
-	if (initrd_size) {
-		top = vm->ram_size < (uint64_t) bz.initrd_addr_max + 1
-			      ? vm->ram_size
-			      : (uint64_t) bz.initrd_addr_max + 1;
-		if (initrd_size > top || top - initrd_size < bz.load_addr + bz.init_size) {
-			snprintf(err, errlen,
-				 "the initrd (%zu bytes) does not fit in RAM above the "
-				 "kernel: raise --mem",
-				 initrd_size);
-			return -ENOMEM;
-		}
-		initrd_addr = (top - initrd_size) & ~0xfffull;
-	}
-	r = bzimage_boot_params(image, &bz, vm->ram_size, LINUX_CMDLINE, cmdline_len,
-				(uint32_t) initrd_addr, (uint32_t) initrd_size,
-				vm->ram + LINUX_ZERO_PAGE, err, errlen);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.ranges = ranges;
+	cfg.nr_ranges = 3;
+	cfg.image = image;
+	cfg.image_size = size;
+	cfg.cmdline = cmdline;
+	cfg.initrd = initrd;
+	cfg.initrd_size = initrd_size;
+	cfg.acpi_rsdp = BOOT_TABLES_RSDP;
+	cfg.unpack = true;
+	r = bzimage_load(&cfg, &e, err, errlen);
 	if (r < 0)
 		return r;
-	memcpy(vm->ram + bz.load_addr, (const uint8_t *) image + bz.kernel_offset, bz.kernel_size);
-	if (cmdline_len)
-		memcpy(vm->ram + LINUX_CMDLINE, cmdline, cmdline_len);
-	vm->ram[LINUX_CMDLINE + cmdline_len] = 0;
-	if (initrd_size)
-		memcpy(vm->ram + initrd_addr, initrd, initrd_size);
-
-	/* boot.rst, 64-bit boot protocol: identity-mapped paging, __BOOT_CS/__BOOT_DS, RSI = zero
-	 * page */
-	memset(vm->ram + LINUX_GDT, 0, 4 * 8);
-	wr64(vm->ram + LINUX_GDT + LINUX_BOOT_CS, GDT_CODE64);
-	wr64(vm->ram + LINUX_GDT + LINUX_BOOT_DS, GDT_DATA);
-	memset(vm->ram + LINUX_PML4, 0, 6 * 4096);
-	wr64(vm->ram + LINUX_PML4, LINUX_PDPT | 3);
-	for (uint64_t i = 0; i < 4; i++) {
-		wr64(vm->ram + LINUX_PDPT + i * 8, (LINUX_PD + i * 4096) | 3);
-		for (uint64_t j = 0; j < 512; j++)
-			wr64(vm->ram + LINUX_PD + i * 4096 + j * 8,
-			     ((i * 512 + j) << 21) | 0x83); /* P RW PS */
-	}
-	r = enter_long_mode(c, LINUX_PML4, LINUX_GDT, 4 * 8 - 1, LINUX_BOOT_CS, LINUX_BOOT_DS, err,
-			    errlen);
+	snprintf(vm->unpack_note, sizeof(vm->unpack_note), "%s", e.unpacked ? "" : e.unpack_note);
+	r = enter_long_mode(c, e.cr3, e.gdt_base, e.gdt_limit, e.cs, e.ds, err, errlen);
 	if (r < 0)
 		return r;
-	regs.rip = bz.entry64;
-	regs.rsi = LINUX_ZERO_PAGE;
+	regs.rip = e.rip;
+	regs.rsi = e.rsi;
 	if (ioctl(c->fd, KVM_SET_REGS, &regs) < 0)
 		return set_err(err, errlen, -errno, "KVM_SET_REGS");
 	return 0;
+}
+
+const char *kvm_vm_unpack_note(const struct kvm_vm *vm)
+{
+	return vm->unpack_note[0] ? vm->unpack_note : NULL;
 }
 
 /* ---- running ---- */

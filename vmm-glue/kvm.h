@@ -56,12 +56,16 @@ struct vpmu_vcpu *kvm_vm_vpmu(struct kvm_vm *vm, unsigned int cpu);
 /* Enter a kernel the loader placed (multiboot: 32-bit protected mode; ELF64: long mode). */
 int kvm_vm_boot(struct kvm_vm *vm, const struct vmm_boot *boot, char *err, size_t errlen);
 /*
- * Load and enter a Linux bzImage through its 64-bit entry point (boot
- * protocol 2.12+): zero page, command line, initrd, e820, identity page
- * tables and the boot GDT.
+ * Load and enter a Linux bzImage through its 64-bit entry point with
+ * bzimage_load, the loader the emulator uses: zero page, command line,
+ * initrd, e820, identity page tables, the boot GDT, and the MP and ACPI
+ * tables of boot-tables.c (one CPU entry per vCPU). The kernel is inflated
+ * by the VMM where it can be (see kvm_vm_unpack_note).
  */
 int kvm_vm_boot_linux(struct kvm_vm *vm, const void *image, size_t size, const char *cmdline,
 		      const void *initrd, size_t initrd_size, char *err, size_t errlen);
+/* After kvm_vm_boot_linux: NULL if vpmu-vmm inflated the kernel, else why the guest does. */
+const char *kvm_vm_unpack_note(const struct kvm_vm *vm);
 
 /* From a signal handler (async-signal-safe): stop every vCPU; kvm_vm_run returns. */
 void kvm_vm_interrupt(struct kvm_vm *vm);

@@ -759,6 +759,16 @@ static void free_images(struct opts *o)
 	o->image = o->initrd_data = NULL;
 }
 
+/* --verbose: who inflated a bzImage's kernel (bzimage_load's unpack), on either vCPU backend */
+static void linux_unpack_say(const char *note)
+{
+	if (note)
+		fprintf(stderr, "vpmu-vmm: the guest decompresses its kernel: %s\n", note);
+	else
+		fprintf(stderr,
+			"vpmu-vmm: kernel inflated by vpmu-vmm, entered at its startup_64\n");
+}
+
 /* ---- --accel kvm (work) --------------------------------------------------------- */
 
 /* The guest's kernel into the VM, its vCPUs at the entry point. */
@@ -772,6 +782,8 @@ static int kvm_load(struct kvm_vm *vm, const struct opts *o)
 	if (is_bzimage(o->image, o->size)) {
 		r = kvm_vm_boot_linux(vm, o->image, o->size, o->append, o->initrd_data,
 				      o->initrd_size, err, sizeof(err));
+		if (r == 0 && o->verbose)
+			linux_unpack_say(kvm_vm_unpack_note(vm));
 	} else {
 		struct vmm_ram ram = kvm_vm_ram(vm);
 
@@ -957,17 +969,8 @@ static int emu_create(struct opts *o, struct emu **ret, struct vmm_boot *boot)
 		if (o->cfg.layout == EMU_LAYOUT_LINUX) {
 			r = emu_load_linux(*ret, o->image, o->size, o->append, o->initrd_data,
 					   o->initrd_size, err, sizeof(err));
-			if (r == 0 && o->verbose) {
-				const char *note = emu_linux_unpack_note(*ret);
-
-				if (note)
-					fprintf(stderr,
-						"vpmu-vmm: the guest decompresses its kernel: %s\n",
-						note);
-				else
-					fprintf(stderr, "vpmu-vmm: kernel inflated by vpmu-vmm, "
-							"entered at its startup_64\n");
-			}
+			if (r == 0 && o->verbose)
+				linux_unpack_say(emu_linux_unpack_note(*ret));
 		} else {
 			struct vmm_ram ram = emu_ram(*ret);
 

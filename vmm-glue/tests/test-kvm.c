@@ -50,7 +50,7 @@ Test(kvm, probe_says_why)
 	}
 }
 
-/* A Linux command line that would run into the loader's other boot data: one line, -E2BIG. */
+/* A Linux command line longer than the kernel takes (cmdline_size): one line, -E2BIG. */
 Test(kvm, long_linux_cmdline)
 {
 	static uint8_t img[4096 + 512];
@@ -69,16 +69,19 @@ Test(kvm, long_linux_cmdline)
 	img[BP_VERSION] = 0x0f, img[BP_VERSION + 1] = 0x02;
 	img[BP_LOADFLAGS] = LOADFLAG_LOADED_HIGH;
 	img[BP_XLOADFLAGS] = XLF_KERNEL_64;
-	memset(img + BP_CMDLINE_SIZE, 0xff, 4); /* the kernel would take any length */
+	img[BP_CMDLINE_SIZE] = 0xff, img[BP_CMDLINE_SIZE + 1] = 0xff; /* up to 65535 bytes */
 	memset(img + BP_INITRD_ADDR_MAX, 0x7f, 4);
+	img[0x24c] = 16; /* payload_length: 16 bytes at the kernel's start, not XZ: left packed */
 	kvm_vm_config_init(&cfg);
 	cr_assert_eq(kvm_vm_new(&cfg, &vm, err, sizeof(err)), 0, "%s", err);
 	memset(cmdline, 'a', sizeof(cmdline) - 1);
 	cr_expect_eq(kvm_vm_boot_linux(vm, img, sizeof(img), cmdline, NULL, 0, err, sizeof(err)),
 		     -E2BIG);
-	cr_expect_str_eq(err, "kernel command line of 65536 bytes: this loader takes up to 65535");
+	cr_expect_str_eq(err,
+			 "command line of 65536 bytes is longer than the kernel's limit of 65535");
 	cmdline[0xffff] = 0;
 	cr_expect_eq(kvm_vm_boot_linux(vm, img, sizeof(img), cmdline, NULL, 0, err, sizeof(err)), 0,
 		     "%s", err);
+	cr_expect_not_null(kvm_vm_unpack_note(vm));
 	kvm_vm_free(vm);
 }
