@@ -171,11 +171,17 @@ def accounting(text, err, where):
     print(f'test-host-counters: {where}: host event running {running} ns, discarded at reloads '
           f'{discarded} ns; {periods} periods of {period} cycles + {past} cycles at {hz} Hz '
           f'= {counted:.0f} ns; residual {residual:+.0f} ns', flush=True)
-    # each slow handler waited LATE_PERIODS periods past the wrap before its reload
+    # Each slow handler waits LATE_PERIODS periods before its reload, timed
+    # on GP0: reads of another host event. The discard starts at fixed 1's
+    # wrap as its host samples place it (a sample up to 1/64 period early is
+    # taken as the wrap, and a sample's count can run ahead of a read's by
+    # the task-clock step above), so it can fall short of the wait: seen up
+    # to 0.6 ms over the three handlers under ASan at load 10, 1 run in 10.
+    # One period of margin each; with discards unaccounted it reads 0.
     late = slow_handlers(text)
-    check(late == 3 and discarded >= late * LATE_PERIODS * period * 1e9 / hz,
+    check(late == 3 and discarded >= late * (LATE_PERIODS - 1) * period * 1e9 / hz,
           f'{where}: the {late} slow handlers\' late reloads discarded at least '
-          f'{LATE_PERIODS} periods each ({discarded} ns)')
+          f'{LATE_PERIODS - 1} of the {LATE_PERIODS} periods each waited ({discarded} ns)')
     return residual
 
 
