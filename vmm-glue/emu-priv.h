@@ -22,6 +22,7 @@
 #ifndef VMM_EMU_PRIV_H
 #define VMM_EMU_PRIV_H
 
+#include <assert.h>
 #include <signal.h>
 
 #include <capstone/capstone.h>
@@ -163,7 +164,7 @@ struct emu_mmu {
 /*
  * What the hooks do with the code Unicorn runs: the one state the block
  * hook, the step hook and the exception hooks choose their work by.
- * Every change goes through emu_set_mode() (emu.c), which knows the legal
+ * Every change goes through emu_set_mode() (below), which knows the legal
  * ones. It outlives a run: the run loop reads how the last one ended.
  */
 enum emu_mode {
@@ -352,8 +353,44 @@ int cpu_msr_write(struct emu *emu, uint32_t msr, uint64_t value);
 void emu_fatal(struct emu *emu, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void emu_feed(struct emu *emu, struct vpmu_exact_counts *c);
 void emu_feed_flush(struct emu *emu);
-void emu_set_mode(struct emu *emu, enum emu_mode mode);
-bool emu_stopped(const struct emu *emu);
+#define MODE(m) (1u << (m))
+
+/*
+ * The one place the hooks' mode changes (enum emu_mode; inline: the block
+ * hook changes it for every block). The legal changes:
+ *  - a guest run starts (run_slice, a restore):  any mode -> BOUNDARY
+ *  - the block hook counts a block:              BOUNDARY -> FAST or STEP
+ *  - the block retired (next block, exception):  FAST, STEP -> BOUNDARY
+ *  - the block hook arms a stop (arm_until):     BOUNDARY -> REARM
+ *  - a hook stops the run (emu_stop):            BOUNDARY, FAST, STEP -> STOPPED;
+ *                                                STOPPED and REARM stay as they are
+ *  - VMM code runs between runs (emu_run_vmm):   any but VMM -> VMM -> BOUNDARY
+ * Leaving FAST drops `cur`: only that mode has a block being fed whole.
+ */
+static inline void emu_set_mode(struct emu *emu, enum emu_mode mode)
+{
+	static const unsigned int legal[] = {
+		[EMU_BOUNDARY] = MODE(EMU_BOUNDARY) | MODE(EMU_FAST) | MODE(EMU_STEP) |
+				 MODE(EMU_STOPPED) | MODE(EMU_REARM) | MODE(EMU_VMM),
+		[EMU_FAST] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED) | MODE(EMU_VMM),
+		[EMU_STEP] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED) | MODE(EMU_VMM),
+		[EMU_STOPPED] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED) | MODE(EMU_VMM),
+		[EMU_REARM] = MODE(EMU_BOUNDARY) | MODE(EMU_REARM) | MODE(EMU_VMM),
+		[EMU_VMM] = MODE(EMU_BOUNDARY),
+	};
+
+	assert(legal[emu->mode] & MODE(mode));
+	if (mode != EMU_FAST)
+		emu->cur = NULL;
+	emu->mode = mode;
+}
+
+/* A hook stopped the run (for whatever reason): what Unicorn still runs is not the guest's. */
+static inline bool emu_stopped(const struct emu *emu)
+{
+	return emu->mode == EMU_STOPPED || emu->mode == EMU_REARM;
+}
+
 void emu_stop(struct emu *emu, uint64_t resume_rip);
 uc_err emu_run_vmm(struct emu *emu, uint64_t begin, int *ret_vector);
 void emu_raise(struct emu *emu, unsigned int vector, bool has_err, uint32_t err, uint64_t rip);

@@ -89,43 +89,6 @@ static uint64_t clock_cb(void *data)
 	return emu_tsc(data);
 }
 
-#define MODE(m) (1u << (m))
-
-/*
- * The one place the hooks' mode changes (enum emu_mode). The legal changes:
- *  - a guest run starts (run_slice, a restore):  any mode -> BOUNDARY
- *  - the block hook counts a block:              BOUNDARY -> FAST or STEP
- *  - the block retired (next block, exception):  FAST, STEP -> BOUNDARY
- *  - the block hook arms a stop (arm_until):     BOUNDARY -> REARM
- *  - a hook stops the run (emu_stop):            BOUNDARY, FAST, STEP -> STOPPED;
- *                                                STOPPED and REARM stay as they are
- *  - VMM code runs between runs (emu_run_vmm):   any but VMM -> VMM -> BOUNDARY
- * Leaving FAST drops `cur`: only that mode has a block being fed whole.
- */
-void emu_set_mode(struct emu *emu, enum emu_mode mode)
-{
-	static const unsigned int legal[] = {
-		[EMU_BOUNDARY] = MODE(EMU_BOUNDARY) | MODE(EMU_FAST) | MODE(EMU_STEP) |
-				 MODE(EMU_STOPPED) | MODE(EMU_REARM) | MODE(EMU_VMM),
-		[EMU_FAST] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED) | MODE(EMU_VMM),
-		[EMU_STEP] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED) | MODE(EMU_VMM),
-		[EMU_STOPPED] = MODE(EMU_BOUNDARY) | MODE(EMU_STOPPED) | MODE(EMU_VMM),
-		[EMU_REARM] = MODE(EMU_BOUNDARY) | MODE(EMU_REARM) | MODE(EMU_VMM),
-		[EMU_VMM] = MODE(EMU_BOUNDARY),
-	};
-
-	assert(legal[emu->mode] & MODE(mode));
-	if (mode != EMU_FAST)
-		emu->cur = NULL;
-	emu->mode = mode;
-}
-
-/* A hook stopped the run (for whatever reason): what Unicorn still runs is not the guest's. */
-bool emu_stopped(const struct emu *emu)
-{
-	return emu->mode == EMU_STOPPED || emu->mode == EMU_REARM;
-}
-
 void emu_stop(struct emu *emu, uint64_t resume_rip)
 {
 	if (!emu_stopped(emu))
