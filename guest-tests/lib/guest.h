@@ -191,6 +191,31 @@ void map_page(uint64_t va, uint64_t pa, uint64_t flags);
 /* The 4 KiB page-table entry for va (splitting a 2 MiB page), or NULL when unmapped. */
 uint64_t *pte_of(uint64_t va);
 
+/*
+ * Ring 3 (ring3.c): our own GDT, the loader's kernel selectors kept where
+ * they were, user segments and a TSS whose RSP0 interrupts from CPL 3 use.
+ */
+#define KERNEL_CS 0x08
+#define KERNEL_DS 0x10
+#define USER_DS	  (0x18 | 3)
+#define USER_CS	  (0x20 | 3)
+#define TSS_SEL	  0x28
+#define str(x)	  #x
+#define xstr(x)	  str(x) /* a selector into an asm string */
+
+struct desc_ptr {
+	uint16_t limit;
+	uint64_t base;
+} __attribute__((packed));
+
+extern uint8_t user_stack[4096]; /* user code's stack: ring3_make_user() it */
+/* Load that GDT, reload CS/DS/ES/SS and the task register. */
+void ring3_gdt_load(void);
+/* A DPL-3 interrupt gate at vector to entry, so INT vector from ring 3 reaches ring 0. */
+void ring3_gate_install(unsigned int vector, const void *entry);
+/* Set U on every paging level that maps va. */
+void ring3_make_user(uint64_t va);
+
 void report(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void report_prefix(const char *p);
 void report_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -10,13 +10,8 @@
  */
 #include "guest.h"
 
-#define KERNEL_CS 0x08
-#define KERNEL_DS 0x10
-#define TSS_SEL	  0x18
-#define NOWHERE	  0x00007f0000000000ull /* no PML4 entry maps it */
-
-#define str(x)	#x
-#define xstr(x) str(x)
+#define IST_TSS_SEL 0x18
+#define NOWHERE	    0x00007f0000000000ull /* no PML4 entry maps it */
 
 struct tss64 {
 	uint32_t reserved0;
@@ -32,11 +27,6 @@ struct gate64 {
 	uint8_t ist, type;
 	uint16_t off1;
 	uint32_t off2, zero;
-} __attribute__((packed));
-
-struct desc_ptr {
-	uint16_t limit;
-	uint64_t base;
 } __attribute__((packed));
 
 static struct tss64 tss __attribute__((aligned(16)));
@@ -79,7 +69,7 @@ int main(uint64_t arg)
 			 "1:\n\t"
 			 "mov $" xstr(KERNEL_DS) ", %%eax\n\t"
 			 "mov %%eax, %%ss\n\t"
-			 "mov $" xstr(TSS_SEL) ", %%eax\n\t"
+			 "mov $" xstr(IST_TSS_SEL) ", %%eax\n\t"
 			 "ltr %%ax\n\t"
 			 "lidt %1\n\t"
 			 "call *%2" ::"m"(g), "m"(i), "r"(NOWHERE)

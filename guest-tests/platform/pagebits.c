@@ -23,11 +23,6 @@
  */
 #include "guest.h"
 
-#define KERNEL_CS  0x08
-#define KERNEL_DS  0x10
-#define USER_DS	   (0x18 | 3)
-#define USER_CS	   (0x20 | 3)
-#define TSS_SEL	   0x28
 #define USER_BACK  0x81 /* INT vector, DPL 3: back to ring 0 */
 #define MSR_EFER   0xc0000080
 #define MSR_STAR   0xc0000081
@@ -47,12 +42,7 @@
 #define VA_POKE	   0x40600000ull /* the same page, written through here */
 #define VA_NOPAGE  0x40800000ull /* never mapped */
 
-#define str(x)	#x
-#define xstr(x) str(x)
-
 static uint8_t data_pages[5][4096] __attribute__((aligned(4096)));
-uint8_t user_stack[4096] __attribute__((aligned(4096)));
-static uint8_t ring0_stack[4096] __attribute__((aligned(16)));
 uint64_t ring0_rsp, user_ret;
 uint64_t sys_rcx, sys_r11, sys_cs, sys_ss, sys_rflags;
 
@@ -155,86 +145,6 @@ __asm__(".pushsection .text\n"
 	".balign 4096\n"
 	".popsection\n");
 /* clang-format on */
-
-struct tss64 {
-	uint32_t reserved0;
-	uint64_t rsp[3];
-	uint64_t reserved1;
-	uint64_t ist[7];
-	uint64_t reserved2;
-	uint16_t reserved3, iomap_base;
-} __attribute__((packed));
-
-static struct tss64 tss __attribute__((aligned(16)));
-static uint64_t gdt[7] __attribute__((aligned(16))) = {
-	0,
-	0x00af9b000000ffffull, /* 0x08 kernel code, 64-bit */
-	0x00cf93000000ffffull, /* 0x10 kernel data */
-	0x00cff3000000ffffull, /* 0x18 user data, DPL 3 */
-	0x00affb000000ffffull, /* 0x20 user code, 64-bit, DPL 3 */
-	0,
-	0, /* 0x28 the TSS, 16 bytes */
-};
-
-struct desc_ptr {
-	uint16_t limit;
-	uint64_t base;
-} __attribute__((packed));
-
-/* SDM Vol. 3A 8.2.3 (64-bit TSS descriptor), 3.4.5 (segment descriptors) */
-static void gdt_load(void)
-{
-	uint64_t base = (uint64_t) &tss, limit = sizeof(tss) - 1;
-	struct desc_ptr d = { sizeof(gdt) - 1, (uint64_t) gdt };
-
-	tss.rsp[0] = (uint64_t) (ring0_stack + sizeof(ring0_stack));
-	tss.iomap_base = sizeof(tss);
-	gdt[5] = (limit & 0xffff) | (base & 0xffffff) << 16 | 0x89ull << 40 |
-		 (limit >> 16 & 0xf) << 48 | (base >> 24 & 0xff) << 56;
-	gdt[6] = base >> 32;
-	/* clang-format off */
-	__asm__ volatile("lgdt %0\n\t"
-			 "pushq $" xstr(KERNEL_CS) "\n\t"
-			 "lea 1f(%%rip), %%rax\n\t"
-			 "push %%rax\n\t"
-			 "lretq\n"
-			 "1:\n\t"
-			 "mov $" xstr(KERNEL_DS) ", %%eax\n\t"
-			 "mov %%eax, %%ds\n\t"
-			 "mov %%eax, %%es\n\t"
-			 "mov %%eax, %%ss\n\t"
-			 "mov $" xstr(TSS_SEL) ", %%eax\n\t"
-			 "ltr %%ax" ::"m"(d)
-			 : "rax", "memory");
-	/* clang-format on */
-}
-
-/* A 64-bit interrupt gate with DPL 3 (SDM Vol. 3A 6.14.1): INT from ring 3 may use it. */
-static void user_gate_install(void)
-{
-	struct desc_ptr d;
-	uint64_t a = (uint64_t) user_gate, *g;
-
-	__asm__ volatile("sidt %0" : "=m"(d));
-	g = (uint64_t *) (d.base + 16 * USER_BACK);
-	g[0] = (a & 0xffff) | (uint64_t) KERNEL_CS << 16 | 0xeeull << 40 | (a >> 16 & 0xffff) << 48;
-	g[1] = a >> 32;
-}
-
-/* U on every level that maps va (the loader's PML4E/PDPTE/PDE and the PTE). */
-static void make_user(uint64_t va)
-{
-	uint64_t *t = (uint64_t *) (read_cr3() & PTE_ADDR), *pte = pte_of(va);
-
-	for (int level = 3; level >= 1; level--) {
-		uint64_t *e = &t[(va >> (12 + 9 * level)) & 511];
-
-		*e |= PTE_U;
-		t = (uint64_t *) (*e & PTE_ADDR);
-	}
-	*pte |= PTE_U;
-	write_cr3(read_cr3());
-}
 
 static volatile uint64_t pf_err, pf_cr2, pf_rip, pfs;
 static volatile uint64_t pfs_all; /* every #PF this program took */
@@ -596,10 +506,10 @@ int main(uint64_t arg)
 	printf("pagebits: test pages at %lx\n", (unsigned long) VA_SUP);
 	idt_init();
 	set_handler(14, on_pf);
-	gdt_load();
-	user_gate_install();
-	make_user((uint64_t) user_page);
-	make_user((uint64_t) user_stack);
+	ring3_gdt_load();
+	ring3_gate_install(USER_BACK, user_gate);
+	ring3_make_user((uint64_t) user_page);
+	ring3_make_user((uint64_t) user_stack);
 	user_supervisor();
 	no_execute();
 	accessed_dirty();
