@@ -68,30 +68,6 @@ static bool word_is(const char *s, const char *end, const char *want)
 	return s == end && !*want;
 }
 
-static bool parse_num(const char *s, const char *end, uint64_t *ret)
-{
-	uint64_t v = 0;
-
-	if (s == end)
-		return false;
-	for (; s < end; s++) {
-		if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
-			return false;
-		v = v * 10 + (uint64_t) (*s - '0');
-	}
-	*ret = v;
-	return true;
-}
-
-static void bad_word(const char *s, const char *end, const char *why)
-{
-	printf("mmu: bad command-line word '");
-	while (s < end)
-		putc_serial(*s++);
-	printf("': %s\n", why);
-	exit(2);
-}
-
 struct args {
 	enum work work;
 	bool event;
@@ -119,22 +95,24 @@ static void parse_cmdline(const char *s, struct args *a)
 				if (word_is(eq + 1, end, work_names[i]))
 					v = i;
 			if (v < 0)
-				bad_word(w, end, "use work=cr3, pf, invlpg or remap");
+				cmdline_bad_word("mmu", w, end,
+						 "use work=cr3, pf, invlpg or remap");
 			a->work = (enum work) v;
 		} else if (word_is(w, eq, "event")) {
 			if (word_is(eq + 1, end, "on") || word_is(eq + 1, end, "off"))
 				a->event = word_is(eq + 1, end, "on");
 			else
-				bad_word(w, end, "use event=on or event=off");
+				cmdline_bad_word("mmu", w, end, "use event=on or event=off");
 		} else if (word_is(w, eq, "k")) {
-			if (!parse_num(eq + 1, end, &a->k) || !a->k || a->k > MAX_K)
-				bad_word(w, end, "k= takes 1 to 256 address spaces");
+			if (!cmdline_num(eq + 1, end, &a->k) || !a->k || a->k > MAX_K)
+				cmdline_bad_word("mmu", w, end, "k= takes 1 to 256 address spaces");
 		} else if (word_is(w, eq, "pages")) {
-			if (!parse_num(eq + 1, end, &a->pages) || !a->pages || a->pages > MAX_PAGES)
-				bad_word(w, end, "pages= takes 1 to 4096");
+			if (!cmdline_num(eq + 1, end, &a->pages) || !a->pages ||
+			    a->pages > MAX_PAGES)
+				cmdline_bad_word("mmu", w, end, "pages= takes 1 to 4096");
 		} else if (word_is(w, eq, "n")) {
-			if (!parse_num(eq + 1, end, &a->n))
-				bad_word(w, end, "n= takes a decimal count");
+			if (!cmdline_num(eq + 1, end, &a->n))
+				cmdline_bad_word("mmu", w, end, "n= takes a decimal count");
 		}
 	}
 }

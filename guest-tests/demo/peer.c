@@ -75,30 +75,6 @@ static int pick(const char *s, const char *end, const char *const *names, int nr
 	return -1;
 }
 
-static bool parse_num(const char *s, const char *end, uint64_t *ret)
-{
-	uint64_t v = 0;
-
-	if (s == end)
-		return false;
-	for (; s < end; s++) {
-		if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
-			return false;
-		v = v * 10 + (uint64_t) (*s - '0');
-	}
-	*ret = v;
-	return true;
-}
-
-static void bad_word(const char *s, const char *end, const char *why)
-{
-	printf("peer: bad command-line word '");
-	while (s < end)
-		putc_serial(*s++);
-	printf("': %s\n", why);
-	exit(2);
-}
-
 /* key=value words of the multiboot command line; others are left alone. */
 static void parse_cmdline(uint64_t mb_info, enum work *work, enum mode *mode, uint64_t *n,
 			  bool *n_given)
@@ -126,16 +102,17 @@ static void parse_cmdline(uint64_t mb_info, enum work *work, enum mode *mode, ui
 		if (word_is(w, eq, "work")) {
 			v = pick(eq + 1, end, work_names, 2);
 			if (v < 0)
-				bad_word(w, end, "use work=loop or work=sort");
+				cmdline_bad_word("peer", w, end, "use work=loop or work=sort");
 			*work = (enum work) v;
 		} else if (word_is(w, eq, "mode")) {
 			v = pick(eq + 1, end, mode_names, 4);
 			if (v < 0)
-				bad_word(w, end, "use mode=idle, count, pebs or lbr");
+				cmdline_bad_word("peer", w, end,
+						 "use mode=idle, count, pebs or lbr");
 			*mode = (enum mode) v;
 		} else if (word_is(w, eq, "n")) {
-			if (!parse_num(eq + 1, end, n))
-				bad_word(w, end, "n= takes a decimal count");
+			if (!cmdline_num(eq + 1, end, n))
+				cmdline_bad_word("peer", w, end, "n= takes a decimal count");
 			*n_given = true;
 		}
 	}

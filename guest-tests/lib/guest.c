@@ -397,3 +397,27 @@ int report_summary(void)
 	printf("SUMMARY: %u passed, %u failed, %u skipped\n", passed, failed, skipped);
 	return failed ? 1 : 0;
 }
+
+bool cmdline_num(const char *s, const char *end, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	if (s == end)
+		return false;
+	for (; s < end; s++) {
+		if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
+			return false;
+		v = v * 10 + (uint64_t) (*s - '0');
+	}
+	*ret = v;
+	return true;
+}
+
+void cmdline_bad_word(const char *prog, const char *s, const char *end, const char *why)
+{
+	printf("%s: bad command-line word '", prog);
+	while (s < end)
+		putc_serial(*s++);
+	printf("': %s\n", why);
+	exit(2);
+}

@@ -216,6 +216,12 @@ void ring3_gate_install(unsigned int vector, const void *entry);
 /* Set U on every paging level that maps va. */
 void ring3_make_user(uint64_t va);
 
+/* Command-line words (--append): the decimal in [s, end); false if it is not one or overflows. */
+bool cmdline_num(const char *s, const char *end, uint64_t *ret);
+/* "PROG: bad command-line word 'W': why", then exit status 2. */
+void cmdline_bad_word(const char *prog, const char *s, const char *end, const char *why)
+	__attribute__((noreturn));
+
 void report(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void report_prefix(const char *p);
 void report_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
