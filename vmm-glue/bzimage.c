@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "boot-tables.h"
 #include "bzimage.h"
 
 #ifdef HAVE_LZMA
@@ -851,4 +852,32 @@ int bzimage_load(const struct bzimage_load_config *cfg, struct bzimage_entry *re
 	set_entry_state(&e, entry, kern, bd, rd);
 	*ret = e;
 	return 0;
+}
+
+#define PC_EBDA	   0x9f000ull
+#define PC_LOW_END 0x100000ull
+
+int bzimage_load_pc(uint8_t *low, const struct guest_range *high, unsigned int nr_high,
+		    const struct boot_tables_config *tables,
+		    const struct bzimage_load_config *kernel, struct bzimage_entry *ret, char *err,
+		    size_t errlen)
+{
+	struct guest_range ranges[2 + BZIMAGE_PC_MAX_HIGH];
+	struct bzimage_load_config cfg = *kernel;
+	int r;
+
+	if (nr_high > BZIMAGE_PC_MAX_HIGH)
+		nr_high = BZIMAGE_PC_MAX_HIGH;
+	ranges[0] = (struct guest_range){ 0, PC_EBDA, low, E820_RAM };
+	ranges[1] =
+		(struct guest_range){ PC_EBDA, PC_LOW_END - PC_EBDA, low + PC_EBDA, E820_RESERVED };
+	memcpy(ranges + 2, high, nr_high * sizeof(*high));
+	r = boot_tables_build(low + BOOT_TABLES_BASE, tables, err, errlen);
+	if (r < 0)
+		return r;
+	cfg.ranges = ranges;
+	cfg.nr_ranges = 2 + nr_high;
+	cfg.acpi_rsdp = BOOT_TABLES_RSDP;
+	cfg.unpack = true; /* the guest's own decompressor is the slowest part of a boot there */
+	return bzimage_load(&cfg, ret, err, errlen);
 }

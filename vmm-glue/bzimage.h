@@ -150,6 +150,21 @@ int bzimage_load(const struct bzimage_load_config *cfg, struct bzimage_entry *re
 		 size_t errlen);
 
 /*
+ * Linux on the PC layout both vpmu-vmm backends give it: RAM from 0 to the
+ * EBDA (9F000H), the BIOS area up to 1 MiB reserved and holding
+ * boot-tables.c's MP and ACPI tables (RSDP at BOOT_TABLES_RSDP), then the
+ * RAM ranges at and above 1 MiB; the kernel inflated by the VMM where it
+ * can be (ret->unpacked, else ret->unpack_note says why). Guest-physical
+ * address 0 is at `low`. The errors of boot_tables_build and bzimage_load.
+ */
+struct boot_tables_config;
+#define BZIMAGE_PC_MAX_HIGH 4
+int bzimage_load_pc(uint8_t *low, const struct guest_range *high, unsigned int nr_high,
+		    const struct boot_tables_config *tables,
+		    const struct bzimage_load_config *kernel, struct bzimage_entry *ret, char *err,
+		    size_t errlen);
+
+/*
  * The kernel ELF (vmlinux) inside a bzImage, inflated: *ret (malloc'd,
  * *ret_size bytes), its PT_LOAD segments checked to lie in the file and,
  * by physical address, in [bz->load_addr, + init_size), and its entry

@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "boot-tables.h"
+#include "boot-tables.h" /* struct boot_tables_config */
 #include "bzimage.h"
 #include "emu-priv.h"
 
@@ -16,7 +16,7 @@ int emu_load_linux(struct emu *emu, const void *image, size_t size, const char *
 		   const void *initrd, size_t initrd_size, char *err, size_t errlen)
 {
 	const struct emu_mmu *m = &emu->mmu;
-	struct guest_range ranges[6];
+	struct guest_range high[BZIMAGE_PC_MAX_HIGH];
 	struct bzimage_load_config cfg;
 	struct bzimage_entry e;
 	struct boot_tables_config bt = { .cpus = 1 };
@@ -28,30 +28,19 @@ int emu_load_linux(struct emu *emu, const void *image, size_t size, const char *
 		snprintf(err, errlen, "internal: a Linux guest needs the Linux RAM layout");
 		return -EINVAL;
 	}
-	/* the first MiB: RAM below the EBDA, then the BIOS area with the tables */
-	ranges[n++] = (struct guest_range){ 0, 0x9f000, emu->ram, E820_RAM };
-	ranges[n++] = (struct guest_range){ 0x9f000, 0x100000 - 0x9f000, emu->ram + 0x9f000,
-					    E820_RESERVED };
-	for (unsigned int i = 1; i < m->nr_ram && n < 6; i++)
-		ranges[n++] = (struct guest_range){ m->ram[i].gpa, m->ram[i].size,
-						    emu->ram + m->ram[i].gpa, E820_RAM };
+	for (unsigned int i = 1; i < m->nr_ram && n < BZIMAGE_PC_MAX_HIGH; i++)
+		high[n++] = (struct guest_range){ m->ram[i].gpa, m->ram[i].size,
+						  emu->ram + m->ram[i].gpa, E820_RAM };
 	cpu_cpuid_leaf(emu, 1, 0, r1);
 	bt.cpu_signature = r1[0];
 	bt.cpu_features = r1[3];
-	r = boot_tables_build(emu->ram + BOOT_TABLES_BASE, &bt, err, errlen);
-	if (r < 0)
-		return r;
 	memset(&cfg, 0, sizeof(cfg));
-	cfg.ranges = ranges;
-	cfg.nr_ranges = n;
 	cfg.image = image;
 	cfg.image_size = size;
 	cfg.cmdline = cmdline;
 	cfg.initrd = initrd;
 	cfg.initrd_size = initrd_size;
-	cfg.acpi_rsdp = BOOT_TABLES_RSDP;
-	cfg.unpack = true; /* the guest's decompressor is the slowest part of a boot here */
-	r = bzimage_load(&cfg, &e, err, errlen);
+	r = bzimage_load_pc(emu->ram, high, n, &bt, &cfg, &e, err, errlen);
 	if (r < 0)
 		return r;
 	emu->linux_unpacked = e.unpacked;

@@ -34,8 +34,7 @@
 #define MSR_IA32_TSC	       0x10
 #define MAX_SHADOW	       16
 
-/* Linux boot layout (guest-physical): the BIOS area holds boot-tables.c's tables */
-#define LINUX_EBDA    0x9f000ull
+/* Linux: RAM from 1 MiB up (bzimage_load_pc lays out the first MiB) */
 #define LINUX_LOW_MEM 0x100000ull
 
 struct kvm_cpu {
@@ -643,7 +642,7 @@ int kvm_vm_boot_linux(struct kvm_vm *vm, const void *image, size_t size, const c
 		      const void *initrd, size_t initrd_size, char *err, size_t errlen)
 {
 	struct kvm_cpu *c = &vm->cpus[0];
-	struct guest_range ranges[3];
+	struct guest_range high;
 	struct bzimage_load_config cfg;
 	struct bzimage_entry e;
 	struct boot_tables_config bt = { .cpus = vm->nr_cpus };
@@ -654,26 +653,16 @@ int kvm_vm_boot_linux(struct kvm_vm *vm, const void *image, size_t size, const c
 		snprintf(err, errlen, "a Linux guest needs more than 1 MiB of RAM: raise --mem");
 		return -ENOMEM;
 	}
-	ranges[0] = (struct guest_range){ 0, LINUX_EBDA, vm->ram, E820_RAM };
-	ranges[1] = (struct guest_range){ LINUX_EBDA, LINUX_LOW_MEM - LINUX_EBDA,
-					  vm->ram + LINUX_EBDA, E820_RESERVED };
-	ranges[2] = (struct guest_range){ LINUX_LOW_MEM, vm->ram_size - LINUX_LOW_MEM,
-					  vm->ram + LINUX_LOW_MEM, E820_RAM };
+	high = (struct guest_range){ LINUX_LOW_MEM, vm->ram_size - LINUX_LOW_MEM,
+				     vm->ram + LINUX_LOW_MEM, E820_RAM };
 	cpuid_1(c, &bt.cpu_signature, &bt.cpu_features);
-	r = boot_tables_build(vm->ram + BOOT_TABLES_BASE, &bt, err, errlen);
-	if (r < 0)
-		return r;
 	memset(&cfg, 0, sizeof(cfg));
-	cfg.ranges = ranges;
-	cfg.nr_ranges = 3;
 	cfg.image = image;
 	cfg.image_size = size;
 	cfg.cmdline = cmdline;
 	cfg.initrd = initrd;
 	cfg.initrd_size = initrd_size;
-	cfg.acpi_rsdp = BOOT_TABLES_RSDP;
-	cfg.unpack = true;
-	r = bzimage_load(&cfg, &e, err, errlen);
+	r = bzimage_load_pc(vm->ram, &high, 1, &bt, &cfg, &e, err, errlen);
 	if (r < 0)
 		return r;
 	snprintf(vm->unpack_note, sizeof(vm->unpack_note), "%s", e.unpacked ? "" : e.unpack_note);
