@@ -33,14 +33,12 @@
  * Exit status 0 (isa-debug-exit: 1) when the work checked out, 1 (3) when
  * the sort came out unsorted, 2 (5) for a bad command line.
  */
+#define PMI_VECTOR 0xf0
 #include "guest.h"
 #include <stddef.h>
 
-#include "vpmu/pebs.h" /* the DS save area layout */
+#include "pebs-sampler.h" /* GP0 PEBS at a period of 10 000, the 64 KiB buffer */
 
-#define PMI_VECTOR	0xf0
-#define PERIOD		10000
-#define BUF_SIZE	65536
 #define SORT_WORDS	(512u * 1024u)
 #define SORT_SMALL	16 /* partitions this small: insertion sort */
 #define DEBUGCTL_LBR	(1ull << 0)
@@ -52,12 +50,6 @@ enum mode { MODE_IDLE, MODE_COUNT, MODE_PEBS, MODE_LBR };
 static const char *const work_names[] = { "loop", "sort" };
 static const char *const mode_names[] = { "idle", "count", "pebs", "lbr" };
 
-/* DS save area, 64-bit layout (SDM Vol. 3B Figure 20-8), as qwords */
-#define DS(off) ds_area[(off) / 8]
-static volatile uint64_t ds_area[16] __attribute__((aligned(64)));
-static uint8_t pebs_buf[BUF_SIZE] __attribute__((aligned(4096)));
-static volatile uint64_t pmis, records;
-static uint64_t record_size;
 static uint32_t words[SORT_WORDS];
 
 static bool word_is(const char *s, const char *end, const char *want)
@@ -118,45 +110,12 @@ static void parse_cmdline(uint64_t mb_info, enum work *work, enum mode *mode, ui
 	}
 }
 
-static void on_pmi(struct frame *f)
-{
-	pmis++;
-	records += (DS(DS_PEBS_INDEX) - DS(DS_PEBS_BASE)) / record_size;
-	DS(DS_PEBS_INDEX) = DS(DS_PEBS_BASE);
-	wrmsr(MSR_CORE_PERF_GLOBAL_OVF_CTRL, rdmsr(MSR_CORE_PERF_GLOBAL_STATUS));
-	wrmsr(MSR_LVT_PMI, PMI_VECTOR);
-	apic_eoi();
-}
-
-/* GP0 on INST_RETIRED (C0H) with PEBS at PERIOD: as demo/bench.c. */
-static void pebs_setup(void)
-{
-	uint64_t base = (uint64_t) pebs_buf;
-	uint32_t r[4];
-
-	cpuid(1, 0, r);
-	/* format 3: 200 bytes; adaptive without Adaptive_Record: the 32-byte Basic group */
-	record_size =
-		r[2] & (1u << 15) && PERF_CAP_PEBS_FORMAT(rdmsr(MSR_IA32_PERF_CAPABILITIES)) == 3
-			? 200
-			: 32;
-	DS(DS_PEBS_BASE) = base;
-	DS(DS_PEBS_INDEX) = base;
-	DS(DS_PEBS_ABS_MAX) = base + BUF_SIZE / record_size * record_size;
-	DS(DS_PEBS_THRESHOLD) = DS(DS_PEBS_ABS_MAX) - record_size;
-	DS(DS_PEBS_GP_RESET(0)) = (1ull << 48) - PERIOD;
-	wrmsr(MSR_IA32_DS_AREA, (uint64_t) ds_area);
-	wrmsr(MSR_IA32_PMC0_FULL, (1ull << 48) - PERIOD);
-	wrmsr(MSR_IA32_PERFEVTSEL0, 0xc0 | EVTSEL_USR | EVTSEL_OS | EVTSEL_INT | EVTSEL_EN);
-	wrmsr(MSR_IA32_PEBS_ENABLE, 1);
-}
-
 static void pmu_start(enum mode mode)
 {
 	static const uint64_t events[4] = { 0xc0, 0xc4, 0x82d0, 0x3c };
 
 	idt_init();
-	set_handler(PMI_VECTOR, on_pmi);
+	set_handler(PMI_VECTOR, sampler_on_pmi);
 	x2apic_enable();
 	wrmsr(MSR_LVT_PMI, PMI_VECTOR);
 	sti();
@@ -165,7 +124,7 @@ static void pmu_start(enum mode mode)
 		wrmsr(MSR_IA32_PERFEVTSEL0 + i, events[i] | EVTSEL_USR | EVTSEL_OS | EVTSEL_EN);
 	}
 	if (mode == MODE_PEBS)
-		pebs_setup();
+		sampler_start(0xc0); /* INST_RETIRED.ANY_P */
 	if (mode == MODE_LBR)
 		wrmsr(MSR_IA32_DEBUGCTL, DEBUGCTL_LBR);
 	wrmsr(MSR_CORE_PERF_FIXED_CTR_CTRL, 0x333);
@@ -180,12 +139,12 @@ static void pmu_stop(enum mode mode)
 		printf("peer: LBR TOS %lu\n", rdmsr(MSR_LBR_TOS));
 	}
 	if (mode == MODE_PEBS)
-		records += (DS(DS_PEBS_INDEX) - DS(DS_PEBS_BASE)) / record_size;
+		sampler_drain();
 	printf("peer: counters: fixed %lu %lu %lu, GP %lu %lu %lu %lu; %lu PMIs, %lu PEBS "
 	       "records\n",
 	       rdmsr(MSR_CORE_PERF_FIXED_CTR0), rdmsr(MSR_CORE_PERF_FIXED_CTR0 + 1),
 	       rdmsr(MSR_CORE_PERF_FIXED_CTR0 + 2), rdmsr(MSR_IA32_PMC0), rdmsr(MSR_IA32_PMC0 + 1),
-	       rdmsr(MSR_IA32_PMC0 + 2), rdmsr(MSR_IA32_PMC0 + 3), pmis, records);
+	       rdmsr(MSR_IA32_PMC0 + 2), rdmsr(MSR_IA32_PMC0 + 3), sampler_pmis, sampler_records);
 }
 
 static uint64_t run_loop(uint64_t n)
