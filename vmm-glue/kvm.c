@@ -211,12 +211,8 @@ __attribute__((format(printf, 2, 3))) static void kvm_warn(struct kvm_cpu *c, co
 	c->vm->cfg.pmu_log(c->vm->cfg.pmu_log_data, VPMU_LOG_WARNING, msg);
 }
 
-/*
- * Whether KVM kept the DS bit of CPUID leaf 01H (EDX[21]) as set. Stock
- * KVM does; kvm-pvm hosts give the guest the host's leaf 01H instead,
- * where an AMD host has no DS. True if KVM dropped it.
- */
-static bool kvm_hides_ds(struct kvm_cpu *c, const struct kvm_cpuid_entry2 *set, size_t nr)
+/* CPUID leaf 01H of vCPU c as KVM answers it (KVM_GET_CPUID2); false if KVM does not say. */
+static bool kvm_cpuid_1(struct kvm_cpu *c, struct kvm_cpuid_entry2 *ret)
 {
 	struct {
 		struct kvm_cpuid2 h;
@@ -226,14 +222,28 @@ static bool kvm_hides_ds(struct kvm_cpu *c, const struct kvm_cpuid_entry2 *set, 
 	got.h.nent = 256;
 	if (ioctl(c->fd, KVM_GET_CPUID2, &got) < 0)
 		return false;
-	for (size_t i = 0; i < nr; i++) {
-		if (set[i].function != 1 || !(set[i].edx & CPUID_1_EDX_DS))
-			continue;
-		for (uint32_t k = 0; k < got.h.nent; k++)
-			if (got.h.entries[k].function == 1 &&
-			    !(got.h.entries[k].edx & CPUID_1_EDX_DS))
-				return true;
-	}
+	for (uint32_t k = 0; k < got.h.nent; k++)
+		if (got.h.entries[k].function == 1) {
+			*ret = got.h.entries[k];
+			return true;
+		}
+	return false;
+}
+
+/*
+ * Whether KVM kept the DS bit of CPUID leaf 01H (EDX[21]) as set. Stock
+ * KVM does; kvm-pvm hosts give the guest the host's leaf 01H instead,
+ * where an AMD host has no DS. True if KVM dropped it.
+ */
+static bool kvm_hides_ds(struct kvm_cpu *c, const struct kvm_cpuid_entry2 *set, size_t nr)
+{
+	struct kvm_cpuid_entry2 got;
+
+	if (!kvm_cpuid_1(c, &got))
+		return false;
+	for (size_t i = 0; i < nr; i++)
+		if (set[i].function == 1 && (set[i].edx & CPUID_1_EDX_DS))
+			return !(got.edx & CPUID_1_EDX_DS);
 	return false;
 }
 
@@ -611,25 +621,6 @@ int kvm_vm_boot(struct kvm_vm *vm, const struct vmm_boot *boot, char *err, size_
 	return 0;
 }
 
-/* CPUID.01H of vCPU 0 as KVM will answer it: the MP table's processor entries carry it. */
-static void cpuid_1(struct kvm_cpu *c, uint32_t *ret_eax, uint32_t *ret_edx)
-{
-	struct {
-		struct kvm_cpuid2 h;
-		struct kvm_cpuid_entry2 e[256];
-	} got;
-
-	*ret_eax = *ret_edx = 0;
-	got.h.nent = 256;
-	if (ioctl(c->fd, KVM_GET_CPUID2, &got) < 0)
-		return;
-	for (uint32_t k = 0; k < got.h.nent; k++)
-		if (got.h.entries[k].function == 1) {
-			*ret_eax = got.h.entries[k].eax;
-			*ret_edx = got.h.entries[k].edx;
-		}
-}
-
 /*
  * The 64-bit boot protocol through bzimage_load, as on the emulator: RAM
  * below the EBDA, the BIOS area (reserved) with the MP and ACPI tables of
@@ -643,6 +634,7 @@ int kvm_vm_boot_linux(struct kvm_vm *vm, const void *image, size_t size, const c
 {
 	struct kvm_cpu *c = &vm->cpus[0];
 	struct guest_range high;
+	struct kvm_cpuid_entry2 leaf1;
 	struct bzimage_load_config cfg;
 	struct bzimage_entry e;
 	struct boot_tables_config bt = { .cpus = vm->nr_cpus };
@@ -655,7 +647,10 @@ int kvm_vm_boot_linux(struct kvm_vm *vm, const void *image, size_t size, const c
 	}
 	high = (struct guest_range){ LINUX_LOW_MEM, vm->ram_size - LINUX_LOW_MEM,
 				     vm->ram + LINUX_LOW_MEM, E820_RAM };
-	cpuid_1(c, &bt.cpu_signature, &bt.cpu_features);
+	if (kvm_cpuid_1(c, &leaf1)) { /* the MP table's processor entries carry it */
+		bt.cpu_signature = leaf1.eax;
+		bt.cpu_features = leaf1.edx;
+	}
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.image = image;
 	cfg.image_size = size;
